@@ -1,0 +1,34 @@
+# The two commands: `make serve` (install + run on the embedded engine) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-base
+
+.PHONY: install serve test lint typecheck protos clean
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e clients/python -e ".[sphinx,dev]"
+	touch $@
+
+install: $(STAMP)
+
+serve: install
+	$(VENV)/bin/voxgate serve $(ARGS)
+
+lint: install
+	$(PY) -m ruff check service engine_sidecar clients/python tests scripts
+
+typecheck: install
+	$(PY) -m mypy service engine_sidecar clients/python/voxgate_client
+
+test: lint typecheck
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+protos: install
+	$(PY) scripts/gen_protos.py
+
+clean:
+	rm -rf $(VENV)

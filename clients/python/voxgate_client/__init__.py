@@ -1,0 +1,46 @@
+"""Python client for voxgate, a real-time streaming speech-to-text gRPC service."""
+
+from .audio import Audio, chunk_bytes, chunks, decode, encode, read_raw, read_wav
+from .client import AsyncSpeechClient, SpeechClient, Transcript
+from .config import FINALIZE, KEEP_ALIVE, AudioItem, Control, StreamConfig
+from .encodings import ENCODINGS, Encoding
+from .g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
+from .responses import (
+    capabilities_to_dict,
+    config_to_dict,
+    error_details,
+    format_error,
+    response_to_dict,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ENCODINGS",
+    "FINALIZE",
+    "KEEP_ALIVE",
+    "AsyncSpeechClient",
+    "Audio",
+    "AudioItem",
+    "Control",
+    "Encoding",
+    "SpeechClient",
+    "StreamConfig",
+    "Transcript",
+    "__version__",
+    "capabilities_to_dict",
+    "chunk_bytes",
+    "chunks",
+    "config_to_dict",
+    "decode",
+    "decode_alaw",
+    "decode_mulaw",
+    "encode",
+    "encode_alaw",
+    "encode_mulaw",
+    "error_details",
+    "format_error",
+    "read_raw",
+    "read_wav",
+    "response_to_dict",
+]

@@ -1,0 +1,291 @@
+"""gRPC clients for the voxgate Speech service: asyncio and blocking flavours.
+
+Both send the config first, then each audio item (bytes, FINALIZE or
+KEEP_ALIVE) in order, optionally paced to real time, and half-close when the
+audio iterable ends; the server then flushes a final result and an `ended`
+response before closing the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+import grpc.aio
+
+from ._proto import speech_pb2, speech_pb2_grpc
+from .audio import chunk_bytes, chunks
+from .config import AudioItem, StreamConfig, audio_item_duration_s, config_request, request_for
+from .pacing import Pacer
+
+__all__ = ["AsyncSpeechClient", "SpeechClient", "Transcript"]
+
+Response = speech_pb2.StreamingRecognizeResponse
+Request = speech_pb2.StreamingRecognizeRequest
+Metadata = Sequence[tuple[str, str | bytes]]
+ChannelOptions = Sequence[tuple[str, Any]]
+
+DEFAULT_CHUNK_MS = 100
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The outcome of a whole session (see `SpeechClient.transcribe`)."""
+
+    text: str  # non-empty final texts joined by spaces
+    finals: tuple[speech_pb2.RecognitionResult, ...]
+    session_id: str
+    end_reason: str  # e.g. "client_end"; "" if the server sent no `ended`
+    audio_duration_s: float
+
+
+def _as_items(audio: bytes | Iterable[AudioItem], config: StreamConfig) -> Iterable[AudioItem]:
+    if isinstance(audio, (bytes, bytearray, memoryview)):
+        per_chunk = chunk_bytes(config.encoding, config.sample_rate_hz, DEFAULT_CHUNK_MS)
+        return chunks(bytes(audio), per_chunk)
+    return audio
+
+
+def _transcript(responses: Iterable[Response]) -> Transcript:
+    finals: list[speech_pb2.RecognitionResult] = []
+    session_id, end_reason, audio_s = "", "", 0.0
+    for r in responses:
+        kind = r.WhichOneof("response")
+        if kind == "started":
+            session_id = r.started.session_id
+        elif kind == "result" and r.result.is_final:
+            finals.append(r.result)
+        elif kind == "ended":
+            name = speech_pb2.SessionEndReason.Name(r.ended.reason)
+            end_reason = name.removeprefix("SESSION_END_REASON_").lower()
+            audio_s = r.ended.audio_duration.ToNanoseconds() / 1e9
+    text = " ".join(f.text.strip() for f in finals if f.text.strip())
+    return Transcript(text, tuple(finals), session_id, end_reason, audio_s)
+
+
+class SpeechClient:
+    """Blocking client on one gRPC channel. Use as a context manager or call close()."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        channel_options: ChannelOptions | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        options = list(channel_options or ())
+        self._channel = (
+            grpc.secure_channel(target, credentials, options)
+            if credentials
+            else grpc.insecure_channel(target, options)
+        )
+        self._stub = speech_pb2_grpc.SpeechStub(self._channel)
+
+    def get_capabilities(
+        self, *, timeout: float | None = None
+    ) -> speech_pb2.GetCapabilitiesResponse:
+        caps: speech_pb2.GetCapabilitiesResponse = self._stub.GetCapabilities(
+            speech_pb2.GetCapabilitiesRequest(), timeout=timeout
+        )
+        return caps
+
+    def stream(
+        self,
+        config: StreamConfig,
+        audio: Iterable[AudioItem],
+        *,
+        pace: float | None = None,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Response]:
+        """Stream `audio` and yield responses as they arrive.
+
+        `pace`: speed factor against real time (1.0 = real time); None sends
+        as fast as the channel allows. Raises grpc.RpcError when the RPC fails,
+        or the exception the audio iterable raised.
+        """
+        pacer = Pacer(pace)
+        failure: list[BaseException] = []
+        stop = threading.Event()
+
+        def requests() -> Iterator[Request]:
+            # grpc drains this on its own thread; errors it raises only show as
+            # CANCELLED there, so keep them to re-raise in the caller's thread.
+            try:
+                yield config_request(config)
+                for item in audio:
+                    if stop.wait(pacer.delay(audio_item_duration_s(item, config))):
+                        return
+                    yield request_for(item)
+            except BaseException as e:
+                failure.append(e)
+                raise
+
+        call = self._stub.StreamingRecognize(requests(), metadata=metadata, timeout=timeout)
+        try:
+            yield from call
+        except grpc.RpcError as e:
+            if failure:
+                raise failure[0] from e
+            raise
+        finally:
+            stop.set()  # wake a pacing sleep so the request thread ends promptly
+            call.cancel()  # no-op once the RPC has finished; stops it if abandoned
+
+    def transcribe(
+        self,
+        config: StreamConfig,
+        audio: bytes | Iterable[AudioItem],
+        *,
+        pace: float | None = None,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> Transcript:
+        """Send all of `audio` (bytes are cut into 100 ms chunks) and collect the finals."""
+        items = _as_items(audio, config)
+        return _transcript(
+            self.stream(config, items, pace=pace, metadata=metadata, timeout=timeout)
+        )
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+async def _aiter_items(
+    audio: AsyncIterable[AudioItem] | Iterable[AudioItem],
+) -> AsyncIterator[AudioItem]:
+    if isinstance(audio, AsyncIterable):
+        async for item in audio:
+            yield item
+    else:
+        for item in audio:
+            yield item
+
+
+def _raise_failure(writer: asyncio.Task[None]) -> None:
+    """Re-raise what made the request writer fail (e.g. the audio iterable's error)."""
+    if writer.done() and not writer.cancelled() and (exc := writer.exception()) is not None:
+        raise exc
+
+
+class AsyncSpeechClient:
+    """asyncio client on one grpc.aio channel. Use `async with` or await close()."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        channel_options: ChannelOptions | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        options = list(channel_options or ())
+        self._channel = (
+            grpc.aio.secure_channel(target, credentials, options)
+            if credentials
+            else grpc.aio.insecure_channel(target, options)
+        )
+        self._stub = speech_pb2_grpc.SpeechStub(self._channel)
+
+    async def get_capabilities(
+        self, *, timeout: float | None = None
+    ) -> speech_pb2.GetCapabilitiesResponse:
+        caps: speech_pb2.GetCapabilitiesResponse = await self._stub.GetCapabilities(
+            speech_pb2.GetCapabilitiesRequest(), timeout=timeout
+        )
+        return caps
+
+    async def stream(
+        self,
+        config: StreamConfig,
+        audio: AsyncIterable[AudioItem] | Iterable[AudioItem],
+        *,
+        pace: float | None = None,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[Response]:
+        """Stream `audio` and yield responses as they arrive (see SpeechClient.stream).
+
+        A plain (sync) iterable is drained on the event loop, so it must not block.
+        """
+        call = self._stub.StreamingRecognize(metadata=metadata, timeout=timeout)
+        pacer = Pacer(pace)
+
+        async def write_requests() -> None:
+            try:
+                await call.write(config_request(config))
+                async for item in _aiter_items(audio):
+                    await asyncio.sleep(pacer.delay(audio_item_duration_s(item, config)))
+                    await call.write(request_for(item))
+                await call.done_writing()
+            except BaseException as e:
+                if isinstance(e, (grpc.RpcError, asyncio.InvalidStateError)) and call.done():
+                    return  # the RPC already ended; the reader reports its status
+                call.cancel()  # unblock the reader, which re-raises our exception
+                raise
+
+        # Keep a reference: the event loop holds tasks only weakly.
+        writer = asyncio.create_task(write_requests(), name="voxgate-request-writer")
+        try:
+            async for response in call:
+                yield response
+        except (grpc.RpcError, asyncio.CancelledError):
+            _raise_failure(writer)
+            raise
+        else:
+            _raise_failure(writer)
+        finally:
+            # Once the server has closed the stream, unsent audio is moot: stop
+            # the writer even if it is waiting on a live source or a pacing sleep.
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
+            call.cancel()
+
+    async def transcribe(
+        self,
+        config: StreamConfig,
+        audio: bytes | AsyncIterable[AudioItem] | Iterable[AudioItem],
+        *,
+        pace: float | None = None,
+        metadata: Metadata | None = None,
+        timeout: float | None = None,
+    ) -> Transcript:
+        items = (
+            _as_items(audio, config) if isinstance(audio, (bytes, bytearray, memoryview)) else audio
+        )
+        responses = [
+            r
+            async for r in self.stream(config, items, pace=pace, metadata=metadata, timeout=timeout)
+        ]
+        return _transcript(responses)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

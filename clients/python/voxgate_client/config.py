@@ -1,0 +1,110 @@
+"""Stream configuration and the request messages built from it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from google.protobuf import duration_pb2
+
+from ._proto import speech_pb2
+from .encodings import Encoding, bytes_per_sample, encoding_to_proto, parse_encoding
+
+__all__ = [
+    "FINALIZE",
+    "KEEP_ALIVE",
+    "AudioItem",
+    "Control",
+    "StreamConfig",
+    "audio_item_duration_s",
+    "config_request",
+    "request_for",
+]
+
+
+class Control(enum.Enum):
+    """Non-audio items an audio iterable may yield in place of bytes."""
+
+    FINALIZE = "finalize"  # close the current utterance now; the stream goes on
+    KEEP_ALIVE = "keep_alive"  # reset the server's idle timer without audio
+
+
+FINALIZE = Control.FINALIZE
+KEEP_ALIVE = Control.KEEP_ALIVE
+
+AudioItem = bytes | Control
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(round(seconds * 1e9))
+    return d
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """What the first request of a stream says about the audio and the session.
+
+    Zero values mean "the server's default" for the numeric fields.
+    """
+
+    encoding: Encoding
+    sample_rate_hz: int
+    language_code: str = ""
+    interim_results: bool = True
+    word_time_offsets: bool = False
+    endpointing_silence_ms: int = 0
+    max_duration_s: float = 0
+    idle_timeout_s: float = 0
+
+    def __post_init__(self) -> None:
+        # Accept 'MULAW' etc. but store the canonical name (frozen: bypass setattr).
+        object.__setattr__(self, "encoding", parse_encoding(self.encoding))
+        if self.sample_rate_hz <= 0:
+            raise ValueError("sample_rate_hz must be positive")
+        if self.endpointing_silence_ms < 0 or self.max_duration_s < 0 or self.idle_timeout_s < 0:
+            raise ValueError("endpointing and limit values must not be negative")
+
+    @property
+    def bytes_per_second(self) -> int:
+        return self.sample_rate_hz * bytes_per_sample(self.encoding)
+
+    def to_proto(self) -> speech_pb2.StreamingConfig:
+        limits = speech_pb2.SessionLimits()
+        # Leave unset (not zero) so "server default" is explicit on the wire.
+        if self.max_duration_s:
+            limits.max_duration.CopyFrom(_duration(self.max_duration_s))
+        if self.idle_timeout_s:
+            limits.idle_timeout.CopyFrom(_duration(self.idle_timeout_s))
+        return speech_pb2.StreamingConfig(
+            encoding=encoding_to_proto(self.encoding),
+            sample_rate_hz=self.sample_rate_hz,
+            audio_channel_count=1,
+            language_code=self.language_code,
+            interim_results=self.interim_results,
+            enable_word_time_offsets=self.word_time_offsets,
+            endpointing=speech_pb2.EndpointingConfig(silence_ms=self.endpointing_silence_ms),
+            limits=limits,
+        )
+
+
+def config_request(config: StreamConfig) -> speech_pb2.StreamingRecognizeRequest:
+    return speech_pb2.StreamingRecognizeRequest(config=config.to_proto())
+
+
+def request_for(item: AudioItem) -> speech_pb2.StreamingRecognizeRequest:
+    """The request carrying one item of an audio iterable."""
+    if item is Control.FINALIZE:
+        return speech_pb2.StreamingRecognizeRequest(finalize=speech_pb2.Finalize())
+    if item is Control.KEEP_ALIVE:
+        return speech_pb2.StreamingRecognizeRequest(keep_alive=speech_pb2.KeepAlive())
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return speech_pb2.StreamingRecognizeRequest(audio=bytes(item))
+    raise TypeError(f"audio items must be bytes, FINALIZE or KEEP_ALIVE, not {type(item).__name__}")
+
+
+def audio_item_duration_s(item: AudioItem, config: StreamConfig) -> float:
+    """Seconds of audio in an item (0 for control items)."""
+    if isinstance(item, Control):
+        return 0.0
+    return len(item) / config.bytes_per_second

@@ -1,0 +1,201 @@
+"""Plain, JSON-able views of responses, capabilities and errors.
+
+The dicts mirror the proto with durations as float seconds and enums as short
+lowercase names, so that `json.dumps` works on them and they read well in logs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from ._proto import speech_pb2
+from .encodings import encoding_from_proto
+
+__all__ = [
+    "capabilities_to_dict",
+    "config_to_dict",
+    "error_details",
+    "format_error",
+    "response_to_dict",
+]
+
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def _seconds(d: duration_pb2.Duration) -> float:
+    # Rounding to nanoseconds keeps e.g. 12.34 from printing as 12.340000000000002.
+    return round(d.seconds + d.nanos / 1e9, 9)
+
+
+def _enum_name(enum: Any, value: int, prefix: str) -> str:
+    try:
+        name: str = enum.Name(value)
+    except ValueError:  # a value newer than this client's proto
+        return str(value)
+    return name.removeprefix(prefix).lower()
+
+
+def _limits(limits: speech_pb2.SessionLimits) -> dict[str, float]:
+    return {
+        "max_duration_s": _seconds(limits.max_duration),
+        "idle_timeout_s": _seconds(limits.idle_timeout),
+    }
+
+
+def config_to_dict(config: speech_pb2.StreamingConfig) -> dict[str, Any]:
+    return {
+        "encoding": encoding_from_proto(config.encoding),
+        "sample_rate_hz": config.sample_rate_hz,
+        "audio_channel_count": config.audio_channel_count,
+        "language_code": config.language_code,
+        "interim_results": config.interim_results,
+        "enable_word_time_offsets": config.enable_word_time_offsets,
+        "endpointing_silence_ms": config.endpointing.silence_ms,
+        "limits": _limits(config.limits),
+    }
+
+
+def _started(m: speech_pb2.SessionStarted) -> dict[str, Any]:
+    return {
+        "session_id": m.session_id,
+        "engine": {"name": m.engine.name, "model": m.engine.model},
+        "effective_config": config_to_dict(m.effective_config),
+        "limits": _limits(m.limits),
+        "max_audio_bytes_per_message": m.max_audio_bytes_per_message,
+    }
+
+
+def _result(m: speech_pb2.RecognitionResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "result_id": m.result_id,
+        "utterance_index": m.utterance_index,
+        "is_final": m.is_final,
+        "text": m.text,
+        "delta": m.delta,
+        "start_s": _seconds(m.start_offset),
+        "end_s": _seconds(m.end_offset),
+    }
+    if m.words:
+        out["words"] = [
+            {"word": w.word, "start_s": _seconds(w.start_offset), "end_s": _seconds(w.end_offset)}
+            for w in m.words
+        ]
+    return out
+
+
+def _speech_event(m: speech_pb2.SpeechEvent) -> dict[str, Any]:
+    return {
+        "event": _enum_name(speech_pb2.SpeechEventType, m.type, "SPEECH_EVENT_TYPE_"),
+        "offset_s": _seconds(m.offset),
+    }
+
+
+def _ended(m: speech_pb2.SessionEnded) -> dict[str, Any]:
+    return {
+        "reason": _enum_name(speech_pb2.SessionEndReason, m.reason, "SESSION_END_REASON_"),
+        "message": m.message,
+        "audio_duration_s": _seconds(m.audio_duration),
+    }
+
+
+def _warning(m: speech_pb2.Warning) -> dict[str, Any]:
+    return {"code": m.code, "message": m.message}
+
+
+def response_to_dict(response: speech_pb2.StreamingRecognizeResponse) -> dict[str, Any]:
+    """`{"seq": n, "type": kind, ...fields of that kind}`.
+
+    `type` is the name of the set oneof field: started, result, speech_event,
+    ended or warning ("unknown" for a kind newer than this client).
+    """
+    kind = response.WhichOneof("response")
+    out: dict[str, Any] = {"seq": response.seq, "type": kind or "unknown"}
+    if kind == "started":
+        out.update(_started(response.started))
+    elif kind == "result":
+        out.update(_result(response.result))
+    elif kind == "speech_event":
+        out.update(_speech_event(response.speech_event))
+    elif kind == "ended":
+        out.update(_ended(response.ended))
+    elif kind == "warning":
+        out.update(_warning(response.warning))
+    return out
+
+
+def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, Any]:
+    return {
+        "encodings": [encoding_from_proto(e) or str(e) for e in caps.encodings],
+        "min_sample_rate_hz": caps.min_sample_rate_hz,
+        "max_sample_rate_hz": caps.max_sample_rate_hz,
+        "max_audio_channel_count": caps.max_audio_channel_count,
+        "languages": list(caps.languages),
+        "engine": {"name": caps.engine.name, "model": caps.engine.model},
+        "max_limits": _limits(caps.max_limits),
+        "max_audio_bytes_per_message": caps.max_audio_bytes_per_message,
+        "max_sessions": caps.max_sessions,
+        "active_sessions": caps.active_sessions,
+    }
+
+
+def _status_details(error: grpc.RpcError) -> status_pb2.Status | None:
+    trailing = getattr(error, "trailing_metadata", None)
+    for key, value in (trailing() if callable(trailing) else None) or ():
+        if key == _STATUS_DETAILS_KEY and isinstance(value, bytes):
+            status = status_pb2.Status()
+            try:
+                status.ParseFromString(value)
+            except Exception:  # malformed trailer: fall back to code + details
+                return None
+            return status
+    return None
+
+
+def error_details(error: grpc.RpcError) -> dict[str, Any]:
+    """The code, message and google.rpc details of a failed RPC as a dict.
+
+    Always has `code` (e.g. "UNAVAILABLE") and `message`; adds `reason`,
+    `domain` and `metadata` from ErrorInfo, `retry_delay_s` from RetryInfo and
+    `field_violations` from BadRequest when the server sent them.
+    """
+    code = getattr(error, "code", None)
+    details = getattr(error, "details", None)
+    status_code = code() if callable(code) else None
+    status = _status_details(error)
+    message = (details() if callable(details) else None) or (status.message if status else "")
+    out: dict[str, Any] = {
+        "code": status_code.name if isinstance(status_code, grpc.StatusCode) else "UNKNOWN",
+        "message": message or str(error),
+    }
+    if status is None:
+        return out
+    for any_msg in status.details:
+        info = error_details_pb2.ErrorInfo()
+        retry = error_details_pb2.RetryInfo()
+        bad = error_details_pb2.BadRequest()
+        if any_msg.Unpack(info):
+            out.update(reason=info.reason, domain=info.domain, metadata=dict(info.metadata))
+        elif any_msg.Unpack(retry):
+            out["retry_delay_s"] = _seconds(retry.retry_delay)
+        elif any_msg.Unpack(bad):
+            out["field_violations"] = [
+                {"field": v.field, "description": v.description} for v in bad.field_violations
+            ]
+    return out
+
+
+def format_error(details: dict[str, Any]) -> str:
+    """One line for humans, e.g. 'UNAVAILABLE (CAPACITY): no free slot; retry in 2.0s'."""
+    head = details["code"]
+    if details.get("reason"):
+        head += f" ({details['reason']})"
+    line = f"{head}: {details['message']}"
+    for violation in details.get("field_violations", ()):
+        line += f"; {violation['field']}: {violation['description']}"
+    if "retry_delay_s" in details:
+        line += f"; retry in {details['retry_delay_s']:g}s"
+    return line

@@ -1,0 +1,1 @@
+"""voxgate engine sidecar: one process that owns exactly one speech engine."""

@@ -1,0 +1,49 @@
+"""Engine dataclasses <-> internal protobuf messages (the sidecar's edge)."""
+
+from __future__ import annotations
+
+from ._proto import engine_pb2 as pb
+from .engine import Closed, Delta, Diagnostic, EngineInfo, EngineOutput, Flushed
+
+DIAGNOSTIC_KINDS = {
+    "warning": pb.DIAGNOSTIC_KIND_WARNING,
+    "rollover": pb.DIAGNOSTIC_KIND_ROLLOVER,
+    "reanchor": pb.DIAGNOSTIC_KIND_REANCHOR,
+    "rut_recovery": pb.DIAGNOSTIC_KIND_RUT_RECOVERY,
+    "freeze_recovery": pb.DIAGNOSTIC_KIND_FREEZE_RECOVERY,
+}
+DIAGNOSTIC_NAMES = {v: k for k, v in DIAGNOSTIC_KINDS.items()}
+
+
+def output_to_proto(out: EngineOutput) -> pb.SessionOutput:
+    if isinstance(out, Delta):
+        return pb.SessionOutput(delta=pb.TextDelta(
+            text=out.text, start_ms=out.start_ms, end_ms=out.end_ms, token_ids=list(out.token_ids)))
+    if isinstance(out, Flushed):
+        return pb.SessionOutput(flushed=pb.Flushed(marker=out.marker, audio_ms=out.audio_ms))
+    if isinstance(out, Diagnostic):
+        return pb.SessionOutput(diagnostic=pb.Diagnostic(
+            kind=DIAGNOSTIC_KINDS.get(out.kind, pb.DIAGNOSTIC_KIND_WARNING), message=out.message, at_ms=out.at_ms))
+    return pb.SessionOutput(closed=pb.Closed(audio_ms=out.audio_ms))
+
+
+def output_from_proto(msg: pb.SessionOutput) -> EngineOutput | None:
+    """None for messages that are not outputs (Opened)."""
+    kind = msg.WhichOneof("output")
+    if kind == "delta":
+        d = msg.delta
+        return Delta(text=d.text, start_ms=d.start_ms, end_ms=d.end_ms, token_ids=tuple(d.token_ids))
+    if kind == "flushed":
+        return Flushed(marker=msg.flushed.marker, audio_ms=msg.flushed.audio_ms)
+    if kind == "diagnostic":
+        g = msg.diagnostic
+        return Diagnostic(kind=DIAGNOSTIC_NAMES.get(g.kind, "warning"), message=g.message, at_ms=g.at_ms)
+    if kind == "closed":
+        return Closed(audio_ms=msg.closed.audio_ms)
+    return None
+
+
+def opened_to_proto(info: EngineInfo) -> pb.SessionOutput:
+    return pb.SessionOutput(opened=pb.Opened(
+        engine=info.name, model=info.model, frame_ms=info.frame_ms,
+        transcription_delay_ms=info.transcription_delay_ms))

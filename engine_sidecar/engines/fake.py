@@ -1,0 +1,126 @@
+"""A deterministic, scriptable engine for tests: no model, exact timing, injectable faults.
+
+Script (JSON file passed as the model; every key optional):
+  {"words": [["hello", 500], ["world", 900]],  # text and audio time (ms); default: one
+                                              #   word per word_ms of speech-flagged audio
+   "word_ms": 400, "delay_ms": 0,            # output lags audio by delay_ms
+   "blank_only": false,                       # emit nothing at all (a "rut")
+   "stall_at_ms": null,                       # stop consuming audio from this time on
+   "crash_at_ms": null,                       # SIGKILL the sidecar at this audio time
+   "step_sleep_ms": 0}                        # processing time per chunk
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine import BYTES_PER_MS, Closed, Delta, EngineCounters, EngineInfo, EngineOutput, Flushed
+from ..output_queue import OutputChannel
+
+VOCABULARY = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+WORD_DURATION_MS = 300
+
+
+@dataclass(frozen=True)
+class FakeScript:
+    words: tuple[tuple[str, int], ...] = ()
+    word_ms: int = 400
+    delay_ms: int = 0
+    blank_only: bool = False
+    stall_at_ms: int | None = None
+    crash_at_ms: int | None = None
+    step_sleep_ms: int = 0
+
+    @classmethod
+    def load(cls, path: str) -> FakeScript:
+        if not path:
+            return cls()
+        raw = json.loads(Path(path).read_text())
+        words = tuple((str(t), int(ms)) for t, ms in raw.pop("words", []))
+        return cls(words=words, **raw)
+
+
+class FakeSession:
+    def __init__(self, script: FakeScript, counters: EngineCounters) -> None:
+        self._script = script
+        self._counters = counters
+        self._out = OutputChannel()
+        self._audio_ms = 0
+        self._speech_ms = 0
+        self._pending = list(script.words)
+        self._generated = 0
+        self._released = False
+
+    def outputs(self) -> AsyncIterator[EngineOutput]:
+        return self._out.__aiter__()
+
+    async def push_audio(self, pcm16: bytes, speech: bool) -> None:
+        s = self._script
+        if s.stall_at_ms is not None and self._audio_ms >= s.stall_at_ms:
+            await asyncio.Event().wait()  # a silent freeze: never returns
+        if s.crash_at_ms is not None and self._audio_ms >= s.crash_at_ms:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if s.step_sleep_ms:
+            await asyncio.sleep(s.step_sleep_ms / 1000)
+        chunk_ms = len(pcm16) // BYTES_PER_MS
+        if speech and not s.words:
+            self._speech_ms += chunk_ms
+            while self._speech_ms >= s.word_ms:
+                self._speech_ms -= s.word_ms
+                start = self._audio_ms + chunk_ms - self._speech_ms - s.word_ms
+                self._pending.append((VOCABULARY[self._generated % len(VOCABULARY)], max(start, 0)))
+                self._generated += 1
+        self._audio_ms += chunk_ms
+        await self._emit_until(self._audio_ms - s.delay_ms)
+
+    async def _emit_until(self, audio_ms: int) -> None:
+        while self._pending and self._pending[0][1] <= audio_ms:
+            text, at = self._pending.pop(0)
+            if not self._script.blank_only:
+                await self._out.put(Delta(text=" " + text, start_ms=at, end_ms=at + WORD_DURATION_MS))
+
+    async def flush(self, marker: int) -> None:
+        await self._emit_until(self._audio_ms)
+        await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
+
+    async def close(self) -> None:
+        await self.flush(marker=0)
+        self._release()
+        await self._out.put(Closed(audio_ms=self._audio_ms))
+
+    async def abort(self) -> None:
+        self._release()
+        self._out.end_now()
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._counters.sessions_active -= 1
+
+
+class FakeEngine:
+    def __init__(self, script_path: str, max_sessions: int) -> None:
+        self._script = FakeScript.load(script_path)
+        self.info = EngineInfo(name="fake", model=script_path or "fake (default script)",
+                               max_sessions=max_sessions, languages=("en-US",))
+        self._counters = EngineCounters()
+
+    async def start(self) -> None:
+        return None
+
+    async def open_session(self, session_id: str, language_code: str) -> FakeSession:
+        self._counters.sessions_total += 1
+        self._counters.sessions_active += 1
+        return FakeSession(self._script, self._counters)
+
+    def counters(self) -> dict[str, int]:
+        return self._counters.as_dict()
+
+    async def shutdown(self) -> None:
+        return None

@@ -1,0 +1,153 @@
+"""PocketSphinx: the embedded CPU engine (English, modest accuracy, model ships in the wheel).
+
+PocketSphinx revises its partial hypothesis as audio arrives; voxgate promises
+append-only text. So a word is emitted only once two consecutive partial
+hypotheses agree on it (local agreement); the rest comes out at flush, when
+the utterance is closed and the decoder gives its final hypothesis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from ..engine import (
+    BYTES_PER_MS,
+    SAMPLE_RATE_HZ,
+    Closed,
+    Delta,
+    EngineCounters,
+    EngineInfo,
+    EngineOutput,
+    Flushed,
+)
+from ..output_queue import OutputChannel
+
+FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
+FILLERS = frozenset({"<s>", "</s>", "<sil>"})
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start_ms: int
+    end_ms: int
+
+
+def _words(segments: object, utterance_start_ms: int) -> list[Word]:
+    words = []
+    for seg in segments or ():  # type: ignore[attr-defined]
+        text: str = seg.word
+        if text in FILLERS or text.startswith("[") or text.startswith("++"):
+            continue
+        text = text.split("(", 1)[0]  # "read(2)" is a pronunciation variant of "read"
+        words.append(Word(text, utterance_start_ms + seg.start_frame * FRAME_MS,
+                          utterance_start_ms + (seg.end_frame + 1) * FRAME_MS))
+    return words
+
+
+def _agreed_prefix(a: list[Word], b: list[Word]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x.text != y.text:
+            break
+        n += 1
+    return n
+
+
+class SphinxSession:
+    def __init__(self, decoder: object, counters: EngineCounters) -> None:
+        self._decoder = decoder
+        self._counters = counters
+        self._out = OutputChannel()
+        self._audio_ms = 0
+        self._utterance_start_ms = 0
+        self._committed = 0
+        self._previous: list[Word] = []
+        self._released = False
+        decoder.start_utt()  # type: ignore[attr-defined]
+
+    def outputs(self) -> AsyncIterator[EngineOutput]:
+        return self._out.__aiter__()
+
+    async def push_audio(self, pcm16: bytes, speech: bool) -> None:
+        words = await asyncio.to_thread(self._decode, pcm16)
+        self._audio_ms += len(pcm16) // BYTES_PER_MS
+        stable = _agreed_prefix(self._previous, words)
+        self._previous = words
+        if stable > self._committed:
+            await self._emit(words[self._committed:stable])
+
+    def _decode(self, pcm16: bytes) -> list[Word]:
+        d = self._decoder
+        d.process_raw(pcm16, False, False)  # type: ignore[attr-defined]
+        return _words(d.seg(), self._utterance_start_ms)  # type: ignore[attr-defined]
+
+    def _end_utterance(self) -> list[Word]:
+        d = self._decoder
+        d.end_utt()  # type: ignore[attr-defined]
+        words = _words(d.seg(), self._utterance_start_ms)  # type: ignore[attr-defined]
+        d.start_utt()  # type: ignore[attr-defined]
+        return words
+
+    async def _emit(self, words: list[Word]) -> None:
+        for w in words:
+            await self._out.put(Delta(text=" " + w.text, start_ms=w.start_ms, end_ms=w.end_ms))
+        self._committed += len(words)
+
+    async def flush(self, marker: int) -> None:
+        final = await asyncio.to_thread(self._end_utterance)
+        await self._emit(final[self._committed:])
+        self._utterance_start_ms = self._audio_ms
+        self._committed = 0
+        self._previous = []
+        await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
+
+    async def close(self) -> None:
+        await self.flush(marker=0)
+        self._release()
+        await self._out.put(Closed(audio_ms=self._audio_ms))
+
+    async def abort(self) -> None:
+        self._release()
+        self._out.end_now()
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._counters.sessions_active -= 1
+
+
+class SphinxEngine:
+    def __init__(self, model: str, max_sessions: int) -> None:
+        self._model_dir = model
+        self.info = EngineInfo(
+            name="sphinx", model=model or "pocketsphinx en-us (bundled)",
+            max_sessions=max_sessions, languages=("en-US",),
+        )
+        self._counters = EngineCounters()
+
+    def _new_decoder(self) -> object:
+        from pocketsphinx import Decoder
+
+        kwargs: dict[str, object] = {"samprate": SAMPLE_RATE_HZ, "loglevel": "FATAL"}
+        if self._model_dir:
+            kwargs["hmm"] = self._model_dir
+        return Decoder(**kwargs)
+
+    async def start(self) -> None:
+        # Load the model once so a broken install fails at start, not in a session.
+        await asyncio.to_thread(self._new_decoder)
+
+    async def open_session(self, session_id: str, language_code: str) -> SphinxSession:
+        decoder = await asyncio.to_thread(self._new_decoder)
+        self._counters.sessions_total += 1
+        self._counters.sessions_active += 1
+        return SphinxSession(decoder, self._counters)
+
+    def counters(self) -> dict[str, int]:
+        return self._counters.as_dict()
+
+    async def shutdown(self) -> None:
+        return None

@@ -1,0 +1,72 @@
+"""Sidecar process entry point: `voxgate sidecar --engine NAME --socket PATH`.
+
+Prints one line, `READY <pid>`, on stdout once it serves; the service waits for
+it. It dies with its parent (PR_SET_PDEATHSIG), so a killed service never
+leaves an engine holding memory or a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+import structlog
+
+from ._proto import engine_pb2_grpc
+from .engines import ENGINE_NAMES, create_engine
+from .servicer import EngineServicer
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=ENGINE_NAMES, default="sphinx")
+    parser.add_argument("--model", default="", help="engine model path or id (fake: script JSON)")
+    parser.add_argument("--socket", required=True, help="Unix socket path to serve on")
+    parser.add_argument("--max-sessions", type=int, default=16)
+
+
+def prepare_socket(path: Path) -> None:
+    """A private directory (0700) so only this user can reach the engine."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.unlink(missing_ok=True)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    log = structlog.get_logger("sidecar")
+    engine = create_engine(args.engine, args.model, args.max_sessions)
+    await engine.start()
+    socket_path = Path(args.socket)
+    prepare_socket(socket_path)
+    server = grpc.aio.server()
+    engine_pb2_grpc.add_EngineServicer_to_server(EngineServicer(engine), server)
+    server.add_insecure_port(f"unix:{socket_path}")
+    await server.start()
+    os.chmod(socket_path, 0o600)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"READY {os.getpid()}", flush=True)
+    log.info("sidecar_ready", engine=engine.info.name, model=engine.info.model, socket=str(socket_path))
+    await stop.wait()
+    log.info("sidecar_stopping")
+    await server.stop(grace=2.0)
+    await engine.shutdown()
+    return 0
+
+
+def run_sidecar(args: argparse.Namespace) -> int:
+    die_with_parent()
+    return asyncio.run(serve(args))

@@ -1,0 +1,39 @@
+"""A bounded output channel with an explicit end, shared by the engines."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from .engine import Closed, EngineOutput
+
+OUTPUT_QUEUE_SIZE = 256
+
+
+class OutputChannel:
+    def __init__(self, maxsize: int = OUTPUT_QUEUE_SIZE) -> None:
+        self._queue: asyncio.Queue[EngineOutput | None] = asyncio.Queue(maxsize=maxsize)
+        self._ended = False
+
+    async def put(self, item: EngineOutput) -> None:
+        if self._ended:
+            return
+        await self._queue.put(item)
+        if isinstance(item, Closed):
+            self._ended = True
+
+    def end_now(self) -> None:
+        """Abort: wake the reader without waiting for room."""
+        self._ended = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._queue.put_nowait(None)
+
+    async def __aiter__(self) -> AsyncIterator[EngineOutput]:
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            yield item
+            if isinstance(item, Closed):
+                return

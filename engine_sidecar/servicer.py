@@ -1,0 +1,83 @@
+"""The sidecar's gRPC face: one Session stream per client session, and a status call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+import grpc
+import structlog
+
+from ._proto import engine_pb2 as pb
+from ._proto import engine_pb2_grpc
+from .convert import opened_to_proto, output_to_proto
+from .engine import Engine, EngineSession
+
+log = structlog.get_logger("sidecar")
+
+
+class EngineServicer(engine_pb2_grpc.EngineServicer):
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._active = 0
+
+    async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
+        info = self._engine.info
+        return pb.GetStatusResponse(
+            ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
+            active_sessions=self._active, languages=list(info.languages),
+            counters=self._engine.counters(), pid=os.getpid())
+
+    async def Session(
+        self, request_iterator: AsyncIterator[pb.SessionInput], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SessionOutput]:
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("input") != "open":
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "first message must be open")
+            return
+        if self._active >= self._engine.info.max_sessions:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "engine is at max_sessions")
+            return
+        self._active += 1
+        session = await self._engine.open_session(first.open.session_id, first.open.language_code)
+        log.info("session_opened", session_id=first.open.session_id)
+        feeder = asyncio.create_task(self._feed(request_iterator, session))
+        finished = False
+        try:
+            yield opened_to_proto(self._engine.info)
+            async for out in session.outputs():
+                yield output_to_proto(out)
+            error = await feeder
+            if error is not None:
+                await context.abort(grpc.StatusCode.INTERNAL, f"engine error: {error}")
+            finished = True
+        finally:
+            self._active -= 1
+            if not finished:
+                feeder.cancel()
+                await session.abort()
+            log.info("session_closed", session_id=first.open.session_id, completed=finished)
+
+    async def _feed(self, requests: AsyncIterator[pb.SessionInput], session: EngineSession) -> str | None:
+        """Drive the session from the service's input; an engine failure aborts it and is returned."""
+        try:
+            await self._drive(requests, session)
+        except Exception as exc:
+            log.exception("engine_session_failed")
+            await session.abort()
+            return repr(exc)
+        return None
+
+    async def _drive(self, requests: AsyncIterator[pb.SessionInput], session: EngineSession) -> None:
+        async for msg in requests:
+            kind = msg.WhichOneof("input")
+            if kind == "audio":
+                await session.push_audio(msg.audio.pcm16, msg.audio.speech)
+            elif kind == "flush":
+                await session.flush(msg.flush.marker)
+            elif kind == "close":
+                await session.close()
+                return
+        # The service went away without closing: drop the session.
+        await session.abort()

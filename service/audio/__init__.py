@@ -1,0 +1,1 @@
+"""Client audio → 16 kHz PCM16 chunks with speech flags and speech events."""

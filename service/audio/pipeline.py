@@ -1,0 +1,82 @@
+"""Per-session audio path: decode → resample to 16 kHz → VAD → fixed engine chunks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .decode import Encoding, decode
+from .resample import StreamResampler
+from .vad import FRAME_BYTES, SpeechBoundary, VoiceActivity
+
+CHUNK_FRAMES = 4  # 80 ms: Voxtral's step, and a multiple of the 20 ms VAD frame
+
+
+@dataclass(frozen=True)
+class EngineChunk:
+    pcm16: bytes
+    speech: bool
+
+
+PipelineOutput = EngineChunk | SpeechBoundary
+
+
+class AudioPipeline:
+    def __init__(self, encoding: Encoding, sample_rate_hz: int, vad_aggressiveness: int, silence_ms: int) -> None:
+        self._encoding = encoding
+        self._resampler = StreamResampler(sample_rate_hz)
+        self._vad = VoiceActivity(vad_aggressiveness, silence_ms)
+        self._pending = b""  # resampled audio not yet a whole VAD frame
+        self._chunk: list[bytes] = []
+        self._chunk_speech = False
+        self.samples_in = 0  # at the client's rate
+
+    def push(self, payload: bytes) -> list[PipelineOutput]:
+        samples = decode(payload, self._encoding)  # raises InvalidAudio
+        self.samples_in += len(samples)
+        return self._frames(self._resampler.process(samples).tobytes())
+
+    def cut(self) -> list[PipelineOutput]:
+        """Send what is buffered now (a Finalize or endpoint), even if short of a chunk."""
+        return self._emit_chunk()
+
+    def finish(self) -> list[PipelineOutput]:
+        """End of audio: drain the resampler, pad the last VAD frame, close open speech."""
+        out = self._frames(self._resampler.finish().tobytes())
+        if self._pending:
+            out += self._frames(b"\0" * (FRAME_BYTES - len(self._pending)))
+        out += self._emit_chunk()
+        boundary = self._vad.finish()
+        if boundary is not None:
+            out.append(boundary)
+        return out
+
+    def _frames(self, pcm: bytes) -> list[PipelineOutput]:
+        out: list[PipelineOutput] = []
+        data = self._pending + pcm
+        whole = len(data) - len(data) % FRAME_BYTES
+        self._pending = data[whole:]
+        for i in range(0, whole, FRAME_BYTES):
+            frame = data[i:i + FRAME_BYTES]
+            boundary = self._vad.frame(frame)
+            self._chunk.append(frame)
+            self._chunk_speech = self._chunk_speech or self._vad.in_speech
+            if boundary is not None and not boundary.started:
+                # Endpoint: the engine gets the audio up to here before the flush.
+                out += self._emit_chunk()
+                out.append(boundary)
+                continue
+            if boundary is not None:
+                out.append(boundary)
+            if len(self._chunk) == CHUNK_FRAMES:
+                out += self._emit_chunk()
+        return out
+
+    def _emit_chunk(self) -> list[PipelineOutput]:
+        if not self._chunk:
+            return []
+        chunk = EngineChunk(b"".join(self._chunk), self._chunk_speech)
+        self._chunk = []
+        self._chunk_speech = self._vad.in_speech
+        return [chunk]

@@ -1,0 +1,49 @@
+"""`voxgate`: serve, transcribe, and the internal sidecar command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from voxgate_client.cli import add_transcribe_arguments, run_transcribe
+
+from .config import add_config_arguments, config_from_args
+from .logs import configure_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="voxgate", description="Real-time speech-to-text over gRPC.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the service (spawns its engine sidecar)")
+    add_config_arguments(serve)
+    transcribe = sub.add_parser("transcribe", help="stream a WAV or raw file to a server")
+    add_transcribe_arguments(transcribe)
+    from engine_sidecar.main import add_sidecar_arguments
+
+    sidecar = sub.add_parser("sidecar", help="(internal) run the engine sidecar on a Unix socket")
+    add_sidecar_arguments(sidecar)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "transcribe":
+        return run_transcribe(args)
+    if args.command == "sidecar":
+        from engine_sidecar.main import run_sidecar
+
+        configure_logging()
+        return run_sidecar(args)
+    config = config_from_args(args)
+    configure_logging(config.log_level)
+    from .server import Server
+
+    try:
+        asyncio.run(Server(config).serve())
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:  # a start-up failure: say what, exit non-zero
+        print(f"voxgate: {exc}", file=sys.stderr)
+        return 1
+    return 0

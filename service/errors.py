@@ -1,0 +1,68 @@
+"""Errors sent to clients: a gRPC status plus google.rpc.ErrorInfo with a stable reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+DOMAIN = "voxgate.dev"
+
+INVALID_CONFIG = "INVALID_CONFIG"
+UNSUPPORTED_AUDIO_FORMAT = "UNSUPPORTED_AUDIO_FORMAT"
+INVALID_AUDIO = "INVALID_AUDIO"
+AUDIO_MESSAGE_TOO_LARGE = "AUDIO_MESSAGE_TOO_LARGE"
+PROTOCOL_ORDER = "PROTOCOL_ORDER"
+CAPACITY = "CAPACITY"
+ENGINE_UNAVAILABLE = "ENGINE_UNAVAILABLE"
+DRAINING = "DRAINING"
+ENGINE_ERROR = "ENGINE_ERROR"
+
+
+@dataclass(frozen=True)
+class StreamError(Exception):
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    field: str = ""
+    retry_delay_s: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self.code.name} {self.reason}: {self.message}"
+
+    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
+        details = [error_details_pb2.ErrorInfo(
+            reason=self.reason, domain=DOMAIN, metadata={"field": self.field} if self.field else {})]
+        extra: list[object] = []
+        if self.field:
+            extra.append(error_details_pb2.BadRequest(field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.message)]))
+        if self.retry_delay_s:
+            extra.append(error_details_pb2.RetryInfo(
+                retry_delay=duration_pb2.Duration(seconds=int(self.retry_delay_s),
+                                                  nanos=int(self.retry_delay_s % 1 * 1e9))))
+        packed = []
+        for msg in [*details, *extra]:
+            any_msg = any_pb2.Any()
+            any_msg.Pack(msg)  # type: ignore[arg-type]
+            packed.append(any_msg)
+        status = status_pb2.Status(code=self.code.value[0], message=self.message, details=packed)
+        return (("grpc-status-details-bin", status.SerializeToString()),)
+
+
+def invalid_config(field: str, message: str) -> StreamError:
+    return StreamError(grpc.StatusCode.INVALID_ARGUMENT, INVALID_CONFIG, message, field=field)
+
+
+def unsupported_format(field: str, message: str) -> StreamError:
+    return StreamError(grpc.StatusCode.INVALID_ARGUMENT, UNSUPPORTED_AUDIO_FORMAT, message, field=field)
+
+
+def protocol_order(message: str) -> StreamError:
+    return StreamError(grpc.StatusCode.FAILED_PRECONDITION, PROTOCOL_ORDER, message)
+
+
+def unavailable(reason: str, message: str, retry_delay_s: float) -> StreamError:
+    return StreamError(grpc.StatusCode.UNAVAILABLE, reason, message, retry_delay_s=retry_delay_s)

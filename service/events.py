@@ -1,0 +1,66 @@
+"""What flows between the protobuf edge and a session: plain frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .transcript import Result
+
+
+class EndReason(Enum):
+    CLIENT_END = "client_end"
+    MAX_DURATION = "max_duration"
+    IDLE_TIMEOUT = "idle_timeout"
+    DRAINING = "draining"
+    ENGINE_LOST = "engine_lost"
+    ERROR = "error"
+
+
+# Client → session
+@dataclass(frozen=True)
+class AudioIn:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class KeepAliveIn:
+    pass
+
+
+@dataclass(frozen=True)
+class FinalizeIn:
+    pass
+
+
+ClientInput = AudioIn | KeepAliveIn | FinalizeIn
+
+
+# Session → client
+@dataclass(frozen=True)
+class Started:
+    session_id: str
+    engine: str
+    model: str
+
+
+@dataclass(frozen=True)
+class SpeechEvent:
+    started: bool
+    offset_ms: int
+
+
+@dataclass(frozen=True)
+class Notice:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    reason: EndReason
+    message: str
+    audio_ms: int
+
+
+SessionOutput = Started | Result | SpeechEvent | Notice | Ended

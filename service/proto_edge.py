@@ -1,0 +1,87 @@
+"""Internal dataclasses ↔ public protobuf messages: the only place that builds voxgate.v1 messages."""
+
+from __future__ import annotations
+
+from google.protobuf import duration_pb2
+from voxgate_client._proto import speech_pb2 as pb
+
+from . import errors
+from .events import AudioIn, ClientInput, EndReason, Ended, FinalizeIn, KeepAliveIn, Notice, SessionOutput
+from .events import SpeechEvent, Started
+from .session_config import ENCODING_TO_PROTO, SessionConfig
+from .transcript import Result
+
+END_REASONS = {
+    EndReason.CLIENT_END: pb.SESSION_END_REASON_CLIENT_END,
+    EndReason.MAX_DURATION: pb.SESSION_END_REASON_MAX_DURATION,
+    EndReason.IDLE_TIMEOUT: pb.SESSION_END_REASON_IDLE_TIMEOUT,
+    EndReason.DRAINING: pb.SESSION_END_REASON_DRAINING,
+    EndReason.ENGINE_LOST: pb.SESSION_END_REASON_ENGINE_LOST,
+    EndReason.ERROR: pb.SESSION_END_REASON_ERROR,
+}
+
+
+def duration_ms(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def duration_s(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+def client_input(msg: pb.StreamingRecognizeRequest) -> ClientInput:
+    kind = msg.WhichOneof("request")
+    if kind == "audio":
+        return AudioIn(msg.audio)
+    if kind == "keep_alive":
+        return KeepAliveIn()
+    if kind == "finalize":
+        return FinalizeIn()
+    if kind == "config":
+        raise errors.protocol_order("config may only be sent once, in the first request; it cannot change mid-stream")
+    raise errors.protocol_order("empty request: set one of config, audio, keep_alive, finalize")
+
+
+def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
+    return pb.StreamingConfig(
+        encoding=ENCODING_TO_PROTO[cfg.encoding], sample_rate_hz=cfg.sample_rate_hz, audio_channel_count=1,
+        language_code=cfg.language_code, interim_results=cfg.interim_results,
+        enable_word_time_offsets=cfg.word_time_offsets,
+        endpointing=pb.EndpointingConfig(silence_ms=cfg.endpointing_silence_ms),
+        limits=session_limits(cfg.max_duration_s, cfg.idle_timeout_s))
+
+
+def session_limits(max_duration_s: float, idle_timeout_s: float) -> pb.SessionLimits:
+    return pb.SessionLimits(max_duration=duration_s(max_duration_s), idle_timeout=duration_s(idle_timeout_s))
+
+
+def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionStarted:
+    eff = effective_config(cfg)
+    return pb.SessionStarted(session_id=s.session_id, effective_config=eff,
+                             engine=pb.EngineInfo(name=s.engine, model=s.model), limits=eff.limits,
+                             max_audio_bytes_per_message=max_audio_bytes)
+
+
+def result(r: Result, with_words: bool) -> pb.RecognitionResult:
+    words = [pb.WordInfo(word=w.word, start_offset=duration_ms(w.start_ms), end_offset=duration_ms(w.end_ms))
+             for w in r.words] if with_words else []
+    return pb.RecognitionResult(
+        result_id=r.result_id, utterance_index=r.utterance_index, is_final=r.is_final, text=r.text, delta=r.delta,
+        start_offset=duration_ms(r.start_ms), end_offset=duration_ms(r.end_ms), words=words)
+
+
+def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: int) -> pb.StreamingRecognizeResponse:
+    if isinstance(out, Result):
+        return pb.StreamingRecognizeResponse(seq=seq, result=result(out, cfg.word_time_offsets))
+    if isinstance(out, SpeechEvent):
+        kind = pb.SPEECH_EVENT_TYPE_SPEECH_STARTED if out.started else pb.SPEECH_EVENT_TYPE_SPEECH_ENDED
+        return pb.StreamingRecognizeResponse(
+            seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms)))
+    if isinstance(out, Notice):
+        return pb.StreamingRecognizeResponse(seq=seq, warning=pb.Warning(code=out.code, message=out.message))
+    if isinstance(out, Ended):
+        return pb.StreamingRecognizeResponse(seq=seq, ended=pb.SessionEnded(
+            reason=END_REASONS[out.reason], message=out.message, audio_duration=duration_ms(out.audio_ms)))
+    return pb.StreamingRecognizeResponse(seq=seq, started=started(out, cfg, max_audio_bytes))

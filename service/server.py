@@ -1,0 +1,93 @@
+"""The voxgate server: start(), serve(), ordered shutdown(). Signal handlers only set an event.
+
+Health: "" is liveness (SERVING while the process serves); "voxgate.v1.Speech"
+is readiness (SERVING only while new sessions can be admitted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from voxgate_client._proto import speech_pb2, speech_pb2_grpc
+
+from .api import SpeechServicer
+from .clock import Clock, SystemClock
+from .config import Config
+from .sidecar import SidecarSupervisor
+
+log = structlog.get_logger("server")
+SPEECH_SERVICE = speech_pb2.DESCRIPTOR.services_by_name["Speech"].full_name
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class Server:
+    def __init__(self, config: Config, clock: Clock | None = None) -> None:
+        self.config = config
+        self._health = health.aio.HealthServicer()
+        self._supervisor = SidecarSupervisor(config, self._on_engine_ready)
+        self._speech = SpeechServicer(config, self._supervisor, clock or SystemClock())
+        self._grpc: grpc.aio.Server | None = None
+        self._stop = asyncio.Event()
+        self._health_tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    def _set_health(self, service: str, serving: bool) -> None:
+        task = asyncio.ensure_future(self._health.set(service, SERVING if serving else NOT_SERVING))
+        self._health_tasks.add(task)
+        task.add_done_callback(self._health_tasks.discard)
+
+    def _on_engine_ready(self, ready: bool) -> None:
+        log.info("engine_ready" if ready else "engine_not_ready")
+        self._set_health(SPEECH_SERVICE, ready and not self._speech.draining)
+
+    async def start(self) -> None:
+        c = self.config
+        self._grpc = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", c.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ])
+        speech_pb2_grpc.add_SpeechServicer_to_server(self._speech, self._grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
+        reflection.enable_server_reflection(
+            (SPEECH_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc)
+        self.port = self._grpc.add_insecure_port(f"{c.host}:{c.port}")
+        await self._health.set("", SERVING)
+        await self._health.set(SPEECH_SERVICE, NOT_SERVING)
+        await self._grpc.start()
+        print(f"voxgate listening on {c.host}:{self.port}", flush=True)
+        log.info("listening", host=c.host, port=self.port, engine=c.engine)
+        await self._supervisor.start()
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        try:
+            await self.start()
+            await self._stop.wait()
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop admitting, let sessions end with DRAINING and their finals, then stop everything."""
+        c = self.config
+        self._speech.draining = True
+        await self._health.set(SPEECH_SERVICE, NOT_SERVING)
+        sessions = list(self._speech.sessions)
+        log.info("draining", sessions=len(sessions), grace_s=c.drain_grace_s)
+        for session in sessions:
+            session.drain()
+        deadline = asyncio.get_running_loop().time() + c.drain_grace_s
+        while self._speech.sessions and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        await self._health.enter_graceful_shutdown()
+        if self._grpc is not None:
+            await self._grpc.stop(grace=1.0)
+        await self._supervisor.stop()
+        log.info("stopped")

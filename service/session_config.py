@@ -1,0 +1,82 @@
+"""Validate a client's StreamingConfig into the frozen SessionConfig the session runs on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from voxgate_client._proto import speech_pb2 as pb
+
+from . import errors
+from .audio.decode import Encoding
+from .config import Config
+
+MIN_RATE_HZ = 8000
+MAX_RATE_HZ = 48000
+MAX_CHANNELS = 1
+ENCODINGS = {
+    pb.AUDIO_ENCODING_LINEAR16: Encoding.LINEAR16,
+    pb.AUDIO_ENCODING_MULAW: Encoding.MULAW,
+    pb.AUDIO_ENCODING_ALAW: Encoding.ALAW,
+}
+ENCODING_TO_PROTO = {v: k for k, v in ENCODINGS.items()}
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    encoding: Encoding
+    sample_rate_hz: int
+    language_code: str
+    interim_results: bool
+    word_time_offsets: bool
+    endpointing_silence_ms: int
+    max_duration_s: float  # 0 = unbounded
+    idle_timeout_s: float
+
+
+def _seconds(d: object) -> float:
+    return d.seconds + d.nanos / 1e9  # type: ignore[attr-defined]
+
+
+def _limit(requested: float, server_max: float, field: str) -> float:
+    """Client may lower a server limit, never raise it; 0 asks for the server's."""
+    if requested < 0:
+        raise errors.invalid_config(field, f"{field} must not be negative")
+    if requested == 0:
+        return server_max
+    return requested if server_max == 0 else min(requested, server_max)
+
+
+def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]) -> SessionConfig:
+    if msg.encoding not in ENCODINGS:
+        raise errors.unsupported_format(
+            "config.encoding", f"encoding must be one of LINEAR16, MULAW, ALAW (got {msg.encoding})")
+    if not MIN_RATE_HZ <= msg.sample_rate_hz <= MAX_RATE_HZ:
+        raise errors.unsupported_format(
+            "config.sample_rate_hz",
+            f"sample_rate_hz must be {MIN_RATE_HZ}..{MAX_RATE_HZ} (got {msg.sample_rate_hz})")
+    if msg.audio_channel_count not in (0, 1):
+        raise errors.unsupported_format(
+            "config.audio_channel_count",
+            f"only mono audio is supported (audio_channel_count 1); got {msg.audio_channel_count}")
+    language = msg.language_code
+    if language and languages and language.lower() not in {x.lower() for x in languages}:
+        raise errors.invalid_config(
+            "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}")
+    silence = msg.endpointing.silence_ms
+    if silence < 0 or silence > server.max_endpointing_silence_ms:
+        raise errors.invalid_config(
+            "config.endpointing.silence_ms",
+            f"endpointing.silence_ms must be 0..{server.max_endpointing_silence_ms} (got {silence})")
+    return SessionConfig(
+        encoding=ENCODINGS[msg.encoding],
+        sample_rate_hz=msg.sample_rate_hz,
+        language_code=language or (languages[0] if languages else ""),
+        interim_results=msg.interim_results,
+        word_time_offsets=msg.enable_word_time_offsets,
+        endpointing_silence_ms=silence or server.endpointing_silence_ms,
+        max_duration_s=_limit(_seconds(msg.limits.max_duration), server.max_session_duration_s,
+                              "config.limits.max_duration"),
+        idle_timeout_s=_limit(_seconds(msg.limits.idle_timeout), server.max_idle_timeout_s,
+                              "config.limits.idle_timeout") if _seconds(msg.limits.idle_timeout)
+        else server.idle_timeout_s,
+    )

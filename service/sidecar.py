@@ -1,0 +1,154 @@
+"""Spawns and supervises the engine sidecar: ready handshake, health checks, restarts.
+
+While the sidecar is down, `ready` is False and new sessions are refused with
+UNAVAILABLE + a retry delay; listeners hear every state change (health).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import structlog
+from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
+
+from .config import Config
+
+log = structlog.get_logger("supervisor")
+STATUS_TIMEOUT_S = 5.0
+FAILED_CHECKS_BEFORE_RESTART = 3
+
+
+class SidecarStartError(RuntimeError):
+    pass
+
+
+class SidecarSupervisor:
+    def __init__(self, config: Config, on_ready_change: Callable[[bool], None]) -> None:
+        self._config = config
+        self._on_ready_change = on_ready_change
+        self._socket = Path(config.sidecar_socket or Path(tempfile.mkdtemp(prefix="voxgate-")) / "engine.sock")
+        self._proc: asyncio.subprocess.Process | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self.stub: engine_pb2_grpc.EngineStub | None = None
+        self.status: engine_pb2.GetStatusResponse | None = None
+        self.ready = False
+        self.restarts = 0
+        self._stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    async def start(self) -> None:
+        """First start: failure here is fatal (a broken install should not serve)."""
+        await self._spawn()
+        self._keep(self._supervise())
+
+    def _keep(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _spawn(self) -> None:
+        c = self._config
+        cmd = [sys.executable, "-m", "service", "sidecar", "--engine", c.engine, "--model", c.model,
+               "--socket", str(self._socket), "--max-sessions", str(c.max_sessions)]
+        log.info("sidecar_spawn", cmd=" ".join(cmd))
+        self._proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE)
+        assert self._proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), c.sidecar_start_timeout_s)
+        except TimeoutError:
+            self._proc.kill()
+            raise SidecarStartError(f"sidecar not ready within {c.sidecar_start_timeout_s:.0f}s") from None
+        if not line.startswith(b"READY"):
+            await self._proc.wait()
+            raise SidecarStartError(f"sidecar exited with {self._proc.returncode} before it was ready")
+        self._keep(self._drain_stdout(self._proc.stdout))
+        self._channel = grpc.aio.insecure_channel(f"unix:{self._socket}")
+        self.stub = engine_pb2_grpc.EngineStub(self._channel)
+        self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+        log.info("sidecar_ready", pid=self._proc.pid, engine=self.status.engine, model=self.status.model)
+        self._set_ready(True)
+
+    async def _drain_stdout(self, stream: asyncio.StreamReader) -> None:
+        # Nothing else should come out on stdout, but a full pipe would block the sidecar.
+        while line := await stream.readline():
+            sys.stderr.buffer.write(line)
+
+    def _set_ready(self, ready: bool) -> None:
+        if ready != self.ready:
+            self.ready = ready
+            self._on_ready_change(ready)
+
+    async def _supervise(self) -> None:
+        while not self._stopping:
+            assert self._proc is not None
+            exited = asyncio.ensure_future(self._proc.wait())
+            checks = asyncio.ensure_future(self._health_checks())
+            await asyncio.wait({exited, checks}, return_when=asyncio.FIRST_COMPLETED)
+            checks.cancel()
+            if not exited.done():
+                self._proc.kill()  # hung: restart it
+                await exited
+            self._set_ready(False)
+            await self._close_channel()
+            if self._stopping:
+                return
+            log.warning("sidecar_died", returncode=self._proc.returncode, restarts=self.restarts)
+            await self._restart()
+
+    async def _restart(self) -> None:
+        delay = self._config.sidecar_restart_backoff_s
+        while not self._stopping:
+            await asyncio.sleep(delay)
+            self.restarts += 1
+            try:
+                await self._spawn()
+                return
+            except (SidecarStartError, OSError, grpc.RpcError) as exc:
+                log.error("sidecar_restart_failed", error=str(exc))
+                delay = min(delay * 2, 10.0)
+
+    async def _health_checks(self) -> None:
+        failures = 0
+        while failures < FAILED_CHECKS_BEFORE_RESTART:
+            await asyncio.sleep(self._config.sidecar_health_interval_s)
+            assert self.stub is not None
+            try:
+                self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+                failures = 0
+            except grpc.RpcError as exc:
+                failures += 1
+                log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))
+
+    async def _close_channel(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+        self._channel = None
+        self.stub = None
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        self._stopping = True
+        self._set_ready(False)
+        for task in list(self._tasks):
+            task.cancel()
+        await self._close_channel()
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        with contextlib.suppress(FileNotFoundError):
+            self._socket.unlink()

@@ -1,0 +1,78 @@
+"""Engine text deltas → interim and final results of one utterance at a time.
+
+Text is append-only: a result's text is the previous text plus its delta.
+A delta whose text starts with a space starts a new word; otherwise it
+continues the last word (sub-word tokens), which extends that word's end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Word:
+    word: str
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True)
+class Result:
+    result_id: str
+    utterance_index: int
+    is_final: bool
+    text: str
+    delta: str
+    start_ms: int
+    end_ms: int
+    words: tuple[Word, ...]
+
+
+class UtteranceAssembler:
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+        self._index = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._text = ""
+        self._words: list[Word] = []
+        self._emitted_final_text = ""
+
+    @property
+    def utterance_index(self) -> int:
+        return self._index
+
+    def add(self, text: str, start_ms: int, end_ms: int) -> Result | None:
+        """Append a delta; returns the interim result it makes (None if it adds nothing)."""
+        delta = text.lstrip() if not self._text else text
+        if not delta:
+            return None
+        for i, piece in enumerate(text.split(" ")):
+            if not piece:
+                continue
+            if i == 0 and not text.startswith(" ") and self._words:
+                last = self._words[-1]
+                self._words[-1] = replace(last, word=last.word + piece, end_ms=max(last.end_ms, end_ms))
+            else:
+                self._words.append(Word(piece, start_ms, end_ms))
+        self._text += delta
+        return self._result(is_final=False, delta=delta)
+
+    def finalize(self) -> Result | None:
+        """Close the utterance; its final result, or None if it has no text."""
+        if not self._text.strip():
+            self._reset()
+            return None
+        result = self._result(is_final=True, delta="")
+        self._index += 1
+        self._reset()
+        return result
+
+    def _result(self, is_final: bool, delta: str) -> Result:
+        start = self._words[0].start_ms if self._words else 0
+        end = max((w.end_ms for w in self._words), default=0)
+        return Result(
+            result_id=f"{self._session_id}-{self._index}", utterance_index=self._index, is_final=is_final,
+            text=self._text, delta=delta, start_ms=start, end_ms=end, words=tuple(self._words))
