@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
 import grpc
 import structlog
+
 from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client._proto import speech_pb2_grpc
 
@@ -27,7 +29,16 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._supervisor = supervisor
         self._clock = clock
         self.sessions: set[RecognizeSession] = set()
+        self._no_sessions = asyncio.Event()
+        self._no_sessions.set()
         self.draining = False
+
+    async def wait_sessions_ended(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._no_sessions.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
 
     def _languages(self) -> tuple[str, ...]:
         status = self._supervisor.status
@@ -65,6 +76,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             session = RecognizeSession(session_id, cfg, self._config, self._supervisor.stub, self._clock)
             started = await session.open()
             self.sessions.add(session)
+            self._no_sessions.clear()
             log.info("session_started", encoding=cfg.encoding.value, sample_rate_hz=cfg.sample_rate_hz)
             max_bytes = self._config.max_audio_bytes_per_message
             seq += 1
@@ -78,6 +90,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         finally:
             if session is not None:
                 self.sessions.discard(session)
+                if not self.sessions:
+                    self._no_sessions.set()
             log.info("session_finished", responses=seq)
             structlog.contextvars.unbind_contextvars("session_id", "peer")
 

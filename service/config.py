@@ -43,7 +43,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(Config):
         flag = "--" + f.name.replace("_", "-")
         env = os.environ.get("VOXGATE_" + f.name.upper())
-        kind = type(f.default)
+        kind: type = type(f.default)
         default = kind(env) if env is not None else f.default
         parser.add_argument(flag, type=kind, default=default, dest=f.name)
 

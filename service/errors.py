@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 DOMAIN = "voxgate.dev"
@@ -35,7 +36,7 @@ class StreamError(Exception):
     def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
         details = [error_details_pb2.ErrorInfo(
             reason=self.reason, domain=DOMAIN, metadata={"field": self.field} if self.field else {})]
-        extra: list[object] = []
+        extra: list[Message] = []
         if self.field:
             extra.append(error_details_pb2.BadRequest(field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.message)]))
@@ -46,7 +47,7 @@ class StreamError(Exception):
         packed = []
         for msg in [*details, *extra]:
             any_msg = any_pb2.Any()
-            any_msg.Pack(msg)  # type: ignore[arg-type]
+            any_msg.Pack(msg)
             packed.append(any_msg)
         status = status_pb2.Status(code=self.code.value[0], message=self.message, details=packed)
         return (("grpc-status-details-bin", status.SerializeToString()),)

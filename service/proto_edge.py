@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from google.protobuf import duration_pb2
+
 from voxgate_client._proto import speech_pb2 as pb
 
 from . import errors
-from .events import AudioIn, ClientInput, EndReason, Ended, FinalizeIn, KeepAliveIn, Notice, SessionOutput
-from .events import SpeechEvent, Started
+from .events import (
+    AudioIn,
+    ClientInput,
+    Ended,
+    EndReason,
+    FinalizeIn,
+    KeepAliveIn,
+    Notice,
+    SessionOutput,
+    SpeechEvent,
+    Started,
+)
 from .session_config import ENCODING_TO_PROTO, SessionConfig
 from .transcript import Result
 

@@ -13,6 +13,7 @@ import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
 from voxgate_client._proto import speech_pb2, speech_pb2_grpc
 
 from .api import SpeechServicer
@@ -83,9 +84,8 @@ class Server:
         log.info("draining", sessions=len(sessions), grace_s=c.drain_grace_s)
         for session in sessions:
             session.drain()
-        deadline = asyncio.get_running_loop().time() + c.drain_grace_s
-        while self._speech.sessions and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.05)
+        if not await self._speech.wait_sessions_ended(c.drain_grace_s):
+            log.warning("drain_grace_expired", sessions=len(self._speech.sessions))
         await self._health.enter_graceful_shutdown()
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)

@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from enum import Enum
+from typing import Any
 
 import grpc
 import structlog
+
 from engine_sidecar._proto import engine_pb2 as epb
 from engine_sidecar._proto import engine_pb2_grpc
 from engine_sidecar.convert import output_from_proto
@@ -27,7 +29,7 @@ from .audio.pipeline import AudioPipeline, EngineChunk, PipelineOutput
 from .audio.vad import SpeechBoundary
 from .clock import Clock
 from .config import Config
-from .events import AudioIn, ClientInput, EndReason, Ended, FinalizeIn, Notice, SessionOutput, SpeechEvent, Started
+from .events import AudioIn, ClientInput, Ended, EndReason, FinalizeIn, Notice, SessionOutput, SpeechEvent, Started
 from .session_config import SessionConfig
 from .transcript import UtteranceAssembler
 
@@ -162,12 +164,13 @@ class RecognizeSession:
             await self._engine_write(epb.SessionInput(close=epb.Close()))
 
     async def _wait_input(self, pending: asyncio.Future[ClientInput | None],
-                          drain: asyncio.Future[bool]) -> _Signal | None:
+                          drain: asyncio.Future[Any]) -> _Signal | None:
         while True:
             idle_left = self._last_activity + self._cfg.idle_timeout_s - self._clock.monotonic()
             if idle_left <= 0:
                 return _Signal.IDLE
-            done, _ = await asyncio.wait({pending, drain}, timeout=idle_left, return_when=asyncio.FIRST_COMPLETED)
+            waiting: set[asyncio.Future[Any]] = {pending, drain}
+            done, _ = await asyncio.wait(waiting, timeout=idle_left, return_when=asyncio.FIRST_COMPLETED)
             if pending in done:
                 return None
             if drain in done:

@@ -10,11 +10,13 @@ import asyncio
 import contextlib
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import grpc
 import structlog
+
 from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
 
 from .config import Config
@@ -51,8 +53,8 @@ class SidecarSupervisor:
         await self._spawn()
         self._keep(self._supervise())
 
-    def _keep(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _keep(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

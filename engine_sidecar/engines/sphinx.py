@@ -1,9 +1,10 @@
 """PocketSphinx: the embedded CPU engine (English, modest accuracy, model ships in the wheel).
 
 PocketSphinx revises its partial hypothesis as audio arrives; voxgate promises
-append-only text. So a word is emitted only once two consecutive partial
-hypotheses agree on it (local agreement); the rest comes out at flush, when
-the utterance is closed and the decoder gives its final hypothesis.
+append-only text. So a word is emitted early only once it has stayed the same
+in every partial hypothesis over the last STABLE_MS of audio and ended at least
+SETTLE_MS before the newest audio; the rest comes out at flush, when the
+utterance is closed and the decoder gives its final (better) hypothesis.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ..engine import (
 from ..output_queue import OutputChannel
 
 FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
+STABLE_MS = 600
+SETTLE_MS = 400
 FILLERS = frozenset({"<s>", "</s>", "<sil>"})
 
 
@@ -47,10 +50,11 @@ def _words(segments: object, utterance_start_ms: int) -> list[Word]:
     return words
 
 
-def _agreed_prefix(a: list[Word], b: list[Word]) -> int:
+def _agreed_prefix(hypotheses: list[list[Word]]) -> int:
+    """How many leading words every hypothesis shares."""
     n = 0
-    for x, y in zip(a, b, strict=False):
-        if x.text != y.text:
+    for column in zip(*hypotheses, strict=False):
+        if any(w.text != column[0].text for w in column):
             break
         n += 1
     return n
@@ -64,7 +68,7 @@ class SphinxSession:
         self._audio_ms = 0
         self._utterance_start_ms = 0
         self._committed = 0
-        self._previous: list[Word] = []
+        self._history: list[tuple[int, list[Word]]] = []  # (audio_ms, hypothesis)
         self._released = False
         decoder.start_utt()  # type: ignore[attr-defined]
 
@@ -74,8 +78,14 @@ class SphinxSession:
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         words = await asyncio.to_thread(self._decode, pcm16)
         self._audio_ms += len(pcm16) // BYTES_PER_MS
-        stable = _agreed_prefix(self._previous, words)
-        self._previous = words
+        self._history.append((self._audio_ms, words))
+        while len(self._history) > 1 and self._history[1][0] <= self._audio_ms - STABLE_MS:
+            self._history.pop(0)
+        if self._history[0][0] > self._audio_ms - STABLE_MS:
+            return  # not enough history yet
+        stable = _agreed_prefix([h for _, h in self._history])
+        while stable > self._committed and words[stable - 1].end_ms > self._audio_ms - SETTLE_MS:
+            stable -= 1
         if stable > self._committed:
             await self._emit(words[self._committed:stable])
 
@@ -101,7 +111,7 @@ class SphinxSession:
         await self._emit(final[self._committed:])
         self._utterance_start_ms = self._audio_ms
         self._committed = 0
-        self._previous = []
+        self._history = []
         await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
 
     async def close(self) -> None:

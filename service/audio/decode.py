@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 import numpy as np
+
 from voxgate_client.g711 import decode_alaw, decode_mulaw
 
 

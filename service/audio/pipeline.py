@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .decode import Encoding, decode
 from .resample import StreamResampler
 from .vad import FRAME_BYTES, SpeechBoundary, VoiceActivity

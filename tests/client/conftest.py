@@ -1,15 +1,12 @@
-import sys
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-# Let tests import the fake server helper next to them without a package.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fake_speech_server import FakeServer  # noqa: E402
+from tests.client.fake_speech_server import FakeServer
 
 
 @pytest.fixture
-def fake_server():
+def fake_speech() -> Iterator[FakeServer]:
+    """An in-process fake Speech service (the real server is not needed here)."""
     with FakeServer() as server:
         yield server

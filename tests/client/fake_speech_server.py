@@ -58,9 +58,7 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
                     _packed(error_details_pb2.RetryInfo(retry_delay=_dur(1.5))),
                 ],
             )
-            context.set_trailing_metadata(
-                (("grpc-status-details-bin", status.SerializeToString()),)
-            )
+            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
             context.abort(grpc.StatusCode.UNAVAILABLE, "no free engine slot")
         width = 2 if config.encoding == pb.AUDIO_ENCODING_LINEAR16 else 1
         rate = config.sample_rate_hz
@@ -72,9 +70,7 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             return pb.StreamingRecognizeResponse(seq=seq, **fields)
 
         yield respond(
-            started=pb.SessionStarted(
-                session_id="fake-1", effective_config=config, engine=pb.EngineInfo(name="fake")
-            )
+            started=pb.SessionStarted(session_id="fake-1", effective_config=config, engine=pb.EngineInfo(name="fake"))
         )
         total = utterance = start = 0
 
@@ -112,9 +108,7 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
         if total > start:
             yield final()
         yield respond(
-            ended=pb.SessionEnded(
-                reason=pb.SESSION_END_REASON_CLIENT_END, audio_duration=_dur(total / width / rate)
-            )
+            ended=pb.SessionEnded(reason=pb.SESSION_END_REASON_CLIENT_END, audio_duration=_dur(total / width / rate))
         )
 
 

@@ -80,27 +80,26 @@ def test_arguments_reusable_in_another_parser(raw_file, capsys):
     assert capsys.readouterr().err.startswith("voxgate transcribe: error: ")
 
 
-def test_wav_json_end_to_end(tmp_path, fake_server, capsys):
+def test_wav_json_end_to_end(tmp_path, fake_speech, capsys):
     path = write_wav(tmp_path / "stereo.wav", channels=2, seconds=0.25)
-    argv = ["--server", fake_server.target, "--no-pace", "--json", "--encoding", "mulaw"]
+    argv = ["--server", fake_speech.target, "--no-pace", "--json", "--encoding", "mulaw"]
     assert cli.main([*argv, str(path)]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [line["type"] for line in lines] == ["started", "result", "result", "result", "result"
-                                                 , "ended"]
+    assert [line["type"] for line in lines] == ["started", "result", "result", "result", "result", "ended"]
     assert lines[0]["effective_config"]["encoding"] == "mulaw"
     finals = [line for line in lines if line["type"] == "result" and line["is_final"]]
     assert [f["text"] for f in finals] == ["utterance 0 bytes 2000"]  # 1 byte a sample
-    assert fake_server.servicer.received[0].count("audio") == 3  # 100 + 100 + 50 ms
+    assert fake_speech.servicer.received[0].count("audio") == 3  # 100 + 100 + 50 ms
     assert lines[-1]["reason"] == "client_end"
 
 
-def test_plain_output_prints_only_finals(tmp_path, fake_server, capsys):
+def test_plain_output_prints_only_finals(tmp_path, fake_speech, capsys):
     path = write_wav(tmp_path / "a.wav", seconds=0.2)
-    assert cli.main(["--server", fake_server.target, "--speed", "50", str(path)]) == 0
+    assert cli.main(["--server", fake_speech.target, "--speed", "50", str(path)]) == 0
     assert capsys.readouterr().out == "[0.00s → 0.20s] utterance 0 bytes 3200\n"
 
 
-def test_tty_output_updates_interim_in_place(tmp_path, fake_server, monkeypatch):
+def test_tty_output_updates_interim_in_place(tmp_path, fake_speech, monkeypatch):
     class Tty(io.StringIO):
         def isatty(self):
             return True
@@ -108,31 +107,29 @@ def test_tty_output_updates_interim_in_place(tmp_path, fake_server, monkeypatch)
     out = Tty()
     monkeypatch.setattr(sys, "stdout", out)
     path = write_wav(tmp_path / "a.wav", seconds=0.2)
-    assert cli.main(["--server", fake_server.target, "--no-pace", str(path)]) == 0
+    assert cli.main(["--server", fake_speech.target, "--no-pace", str(path)]) == 0
     text = out.getvalue()
     assert "\r\x1b[Kpartial 1600" in text
     assert text.endswith("\r\x1b[K[0.00s → 0.20s] utterance 0 bytes 3200\n")
 
 
-def test_raw_stdin_drops_partial_sample(fake_server, monkeypatch, capsys):
+def test_raw_stdin_drops_partial_sample(fake_speech, monkeypatch, capsys):
     stdin = io.TextIOWrapper(io.BytesIO(b"\x00\x01" * 1000 + b"\x07"))
     monkeypatch.setattr(sys, "stdin", stdin)
-    argv = ["--server", fake_server.target, "--no-pace", "--sample-rate", "8000", "-"]
+    argv = ["--server", fake_speech.target, "--no-pace", "--sample-rate", "8000", "-"]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "utterance 0 bytes 2000" in captured.out
     assert "dropped 1 trailing byte" in captured.err
-    assert fake_server.servicer.received[0].count("audio") == 2  # 1600 + 400 bytes
+    assert fake_speech.servicer.received[0].count("audio") == 2  # 1600 + 400 bytes
 
 
-def test_rpc_error_exits_1_with_one_line(tmp_path, fake_server, capsys):
+def test_rpc_error_exits_1_with_one_line(tmp_path, fake_speech, capsys):
     path = write_wav(tmp_path / "a.wav")
-    argv = ["--server", fake_server.target, "--no-pace", "--json", "--language", "fail"]
+    argv = ["--server", fake_speech.target, "--no-pace", "--json", "--language", "fail"]
     assert cli.main([*argv, str(path)]) == 1
     captured = capsys.readouterr()
-    assert captured.err == (
-        "voxgate-transcribe: error: UNAVAILABLE (CAPACITY): no free engine slot; retry in 1.5s\n"
-    )
+    assert captured.err == ("voxgate-transcribe: error: UNAVAILABLE (CAPACITY): no free engine slot; retry in 1.5s\n")
     error = json.loads(captured.out.splitlines()[-1])
     assert error["type"] == "error"
     assert (error["code"], error["reason"], error["retry_delay_s"]) == (

@@ -97,9 +97,7 @@ def test_speech_events():
         (pb.SPEECH_EVENT_TYPE_SPEECH_STARTED, "speech_started"),
         (pb.SPEECH_EVENT_TYPE_SPEECH_ENDED, "speech_ended"),
     ]:
-        msg = pb.StreamingRecognizeResponse(
-            seq=4, speech_event=pb.SpeechEvent(type=kind, offset=dur(1.5))
-        )
+        msg = pb.StreamingRecognizeResponse(seq=4, speech_event=pb.SpeechEvent(type=kind, offset=dur(1.5)))
         assert roundtrip(msg) == {
             "seq": 4,
             "type": "speech_event",
@@ -132,9 +130,7 @@ def test_ended_reasons():
 
 
 def test_warning_and_unknown():
-    msg = pb.StreamingRecognizeResponse(
-        seq=5, warning=pb.Warning(code="IDLE_WARNING", message="no audio for 20s")
-    )
+    msg = pb.StreamingRecognizeResponse(seq=5, warning=pb.Warning(code="IDLE_WARNING", message="no audio for 20s"))
     assert roundtrip(msg) == {
         "seq": 5,
         "type": "warning",
@@ -186,9 +182,7 @@ def test_error_details_with_rich_status():
         message="no free engine slot",
         details=[
             packed(
-                error_details_pb2.ErrorInfo(
-                    reason="CAPACITY", domain="voxgate.dev", metadata={"max_sessions": "4"}
-                )
+                error_details_pb2.ErrorInfo(reason="CAPACITY", domain="voxgate.dev", metadata={"max_sessions": "4"})
             ),
             packed(error_details_pb2.RetryInfo(retry_delay=dur(2))),
         ],
@@ -220,16 +214,12 @@ def test_error_details_with_bad_request():
         (("grpc-status-details-bin", status.SerializeToString()),),
     )
     out = error_details(err)
-    assert out["field_violations"] == [
-        {"field": "config.sample_rate_hz", "description": "must be 8000..48000"}
-    ]
+    assert out["field_violations"] == [{"field": "config.sample_rate_hz", "description": "must be 8000..48000"}]
     assert "config.sample_rate_hz: must be 8000..48000" in format_error(out)
 
 
 def test_error_details_falls_back_to_code_and_details():
     plain = FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "too slow")
     assert error_details(plain) == {"code": "DEADLINE_EXCEEDED", "message": "too slow"}
-    garbage = FakeRpcError(
-        grpc.StatusCode.INTERNAL, "boom", (("grpc-status-details-bin", b"\xff\xff"),)
-    )
+    garbage = FakeRpcError(grpc.StatusCode.INTERNAL, "boom", (("grpc-status-details-bin", b"\xff\xff"),))
     assert error_details(garbage) == {"code": "INTERNAL", "message": "boom"}

@@ -50,13 +50,11 @@ def test_stream_config_to_proto():
         StreamConfig("linear16", 0)
 
 
-def test_sync_stream_sends_config_audio_and_controls(fake_server):
+def test_sync_stream_sends_config_audio_and_controls(fake_speech):
     audio = [CHUNK, KEEP_ALIVE, CHUNK, FINALIZE, CHUNK]
-    with SpeechClient(fake_server.target) as client:
+    with SpeechClient(fake_speech.target) as client:
         responses = list(client.stream(CONFIG, audio))
-    assert fake_server.servicer.received == [
-        ["config", "audio", "keep_alive", "audio", "finalize", "audio"]
-    ]
+    assert fake_speech.servicer.received == [["config", "audio", "keep_alive", "audio", "finalize", "audio"]]
     assert kinds(responses) == ["started", "result", "result", "ended"]
     first, second = (response_to_dict(r) for r in responses[1:3])
     assert first["text"] == "utterance 0 bytes 3200"
@@ -65,29 +63,29 @@ def test_sync_stream_sends_config_audio_and_controls(fake_server):
     assert [r.seq for r in responses] == [1, 2, 3, 4]
 
 
-def test_sync_transcribe_chunks_bytes(fake_server):
-    with SpeechClient(fake_server.target) as client:
+def test_sync_transcribe_chunks_bytes(fake_speech):
+    with SpeechClient(fake_speech.target) as client:
         transcript = client.transcribe(CONFIG, CHUNK * 5)
         caps = client.get_capabilities(timeout=5)
     assert transcript.text == "utterance 0 bytes 8000"
     assert transcript.session_id == "fake-1"
     assert transcript.end_reason == "client_end"
     assert transcript.audio_duration_s == pytest.approx(0.5)
-    assert fake_server.servicer.received[0].count("audio") == 5  # 100 ms chunks
+    assert fake_speech.servicer.received[0].count("audio") == 5  # 100 ms chunks
     assert caps.engine.name == "fake"
 
 
-def test_sync_pacing_takes_real_time(fake_server):
+def test_sync_pacing_takes_real_time(fake_speech):
     start = time.monotonic()
-    with SpeechClient(fake_server.target) as client:
+    with SpeechClient(fake_speech.target) as client:
         list(client.stream(CONFIG, [CHUNK] * 4, pace=2.0))
     # Chunk k is due at k * 100 ms / 2: the last one after 150 ms.
     assert time.monotonic() - start >= 0.14
 
 
-def test_sync_rpc_error_has_details(fake_server):
+def test_sync_rpc_error_has_details(fake_speech):
     config = StreamConfig("linear16", 8000, language_code="fail")
-    with SpeechClient(fake_server.target) as client, pytest.raises(grpc.RpcError) as info:
+    with SpeechClient(fake_speech.target) as client, pytest.raises(grpc.RpcError) as info:
         list(client.stream(config, [CHUNK]))
     details = error_details(info.value)
     assert details["code"] == "UNAVAILABLE"
@@ -95,41 +93,41 @@ def test_sync_rpc_error_has_details(fake_server):
     assert details["retry_delay_s"] == 1.5
 
 
-def test_sync_audio_iterable_error_is_raised_in_caller(fake_server):
+def test_sync_audio_iterable_error_is_raised_in_caller(fake_speech):
     def audio():
         yield CHUNK
         raise OSError("microphone unplugged")
 
-    with SpeechClient(fake_server.target) as client, pytest.raises(OSError, match="unplugged"):
+    with SpeechClient(fake_speech.target) as client, pytest.raises(OSError, match="unplugged"):
         list(client.stream(CONFIG, audio()))
 
 
-def test_sync_abandoned_stream_is_cancelled(fake_server):
-    with SpeechClient(fake_server.target) as client:
+def test_sync_abandoned_stream_is_cancelled(fake_speech):
+    with SpeechClient(fake_speech.target) as client:
         stream = client.stream(CONFIG, iter(lambda: CHUNK, None), pace=1.0)
         assert next(stream).WhichOneof("response") == "started"
         stream.close()  # must not hang on the endless paced source
 
 
 @pytest.mark.asyncio
-async def test_async_stream_with_async_iterable(fake_server):
+async def test_async_stream_with_async_iterable(fake_speech):
     async def audio():
         yield CHUNK
         yield FINALIZE
         await asyncio.sleep(0)
         yield CHUNK
 
-    async with AsyncSpeechClient(fake_server.target) as client:
+    async with AsyncSpeechClient(fake_speech.target) as client:
         responses = [r async for r in client.stream(CONFIG, audio())]
         caps = await client.get_capabilities()
     assert kinds(responses) == ["started", "result", "result", "ended"]
-    assert fake_server.servicer.received == [["config", "audio", "finalize", "audio"]]
+    assert fake_speech.servicer.received == [["config", "audio", "finalize", "audio"]]
     assert caps.max_sessions == 2
 
 
 @pytest.mark.asyncio
-async def test_async_transcribe_and_pacing(fake_server):
-    async with AsyncSpeechClient(fake_server.target) as client:
+async def test_async_transcribe_and_pacing(fake_speech):
+    async with AsyncSpeechClient(fake_speech.target) as client:
         start = time.monotonic()
         transcript = await client.transcribe(CONFIG, CHUNK * 3, pace=4.0)
     assert time.monotonic() - start >= 0.045  # last chunk due at 200 ms / 4
@@ -137,9 +135,9 @@ async def test_async_transcribe_and_pacing(fake_server):
 
 
 @pytest.mark.asyncio
-async def test_async_rpc_error(fake_server):
+async def test_async_rpc_error(fake_speech):
     config = StreamConfig("linear16", 8000, language_code="fail")
-    async with AsyncSpeechClient(fake_server.target) as client:
+    async with AsyncSpeechClient(fake_speech.target) as client:
         with pytest.raises(grpc.RpcError) as info:
             [r async for r in client.stream(config, [CHUNK])]
     details = error_details(info.value)
@@ -147,23 +145,23 @@ async def test_async_rpc_error(fake_server):
 
 
 @pytest.mark.asyncio
-async def test_async_audio_iterable_error_propagates(fake_server):
+async def test_async_audio_iterable_error_propagates(fake_speech):
     async def audio():
         yield CHUNK
         raise OSError("microphone unplugged")
 
-    async with AsyncSpeechClient(fake_server.target) as client:
+    async with AsyncSpeechClient(fake_speech.target) as client:
         with pytest.raises(OSError, match="unplugged"):
             [r async for r in client.stream(CONFIG, audio())]
 
 
 @pytest.mark.asyncio
-async def test_async_early_break_cancels_writer(fake_server):
+async def test_async_early_break_cancels_writer(fake_speech):
     async def endless():
         while True:
             yield CHUNK
 
-    async with AsyncSpeechClient(fake_server.target) as client:
+    async with AsyncSpeechClient(fake_speech.target) as client:
         stream = client.stream(CONFIG, endless(), pace=1.0)
         async for response in stream:
             assert response.WhichOneof("response") == "started"

@@ -9,7 +9,6 @@ response before closing the stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -111,19 +110,19 @@ class SpeechClient:
         or the exception the audio iterable raised.
         """
         pacer = Pacer(pace)
-        failure: list[BaseException] = []
+        failure: list[Exception] = []
         stop = threading.Event()
 
         def requests() -> Iterator[Request]:
-            # grpc drains this on its own thread; errors it raises only show as
-            # CANCELLED there, so keep them to re-raise in the caller's thread.
+            # grpc drains this on its own thread and reports its errors only as
+            # UNKNOWN, so keep them to re-raise in the caller's thread.
             try:
                 yield config_request(config)
                 for item in audio:
                     if stop.wait(pacer.delay(audio_item_duration_s(item, config))):
                         return
                     yield request_for(item)
-            except BaseException as e:
+            except Exception as e:  # not GeneratorExit: grpc closes us when the RPC ends
                 failure.append(e)
                 raise
 
@@ -131,6 +130,8 @@ class SpeechClient:
         try:
             yield from call
         except grpc.RpcError as e:
+            # grpc ends the RPC (UNKNOWN, "Exception iterating requests!")
+            # when the request iterator raises; the cause is the useful part.
             if failure:
                 raise failure[0] from e
             raise
@@ -253,10 +254,13 @@ class AsyncSpeechClient:
         finally:
             # Once the server has closed the stream, unsent audio is moot: stop
             # the writer even if it is waiting on a live source or a pacing sleep.
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
             call.cancel()
+            writer.cancel()
+            # wait() never raises the writer's outcome, yet our own cancellation
+            # still propagates (suppressing CancelledError here would eat it).
+            await asyncio.wait([writer])
+            if not writer.cancelled():
+                writer.exception()  # already re-raised above, or moot: mark it seen
 
     async def transcribe(
         self,

@@ -1,0 +1,183 @@
+"""Shared test helpers: a real `voxgate serve` process on port 0, and request builders."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client._proto import speech_pb2_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+SPEECH_SERVICE = "voxgate.v1.Speech"
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[str]
+    target: str
+    log_path: Path
+
+    def channel(self) -> grpc.Channel:
+        return grpc.insecure_channel(self.target)
+
+    def stub(self) -> speech_pb2_grpc.SpeechStub:
+        return speech_pb2_grpc.SpeechStub(self.channel())
+
+    def health(self, service: str = SPEECH_SERVICE) -> int:
+        stub = health_pb2_grpc.HealthStub(self.channel())
+        return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+
+    def wait_health(self, serving: bool, timeout_s: float = 60.0, service: str = SPEECH_SERVICE) -> float:
+        want = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if self.health(service) == want:
+                    return time.monotonic()
+            except grpc.RpcError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"health of {service!r} never became {'SERVING' if serving else 'NOT_SERVING'}")
+
+    def sidecar_pid(self) -> int:
+        """The sidecar is the server's only child process."""
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                    return int(entry.name)
+        raise AssertionError("no sidecar child process")
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "") -> ServerProcess:
+    log_path = tmp / f"server-{engine}-{time.monotonic_ns()}.log"
+    cmd = [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", engine, "--model", model, *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log_path.open("w"), text=True, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"listening on (\S+)", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(f"server did not start: {line!r}\n{log_path.read_text()}")
+    server = ServerProcess(proc, match.group(1), log_path)
+    server.wait_health(serving=True)
+    return server
+
+
+def voiced(seconds: float, rate: int = 16000) -> bytes:
+    """A buzzy, amplitude-modulated harmonic signal that webrtcvad takes for speech (a pure tone it does not)."""
+    t = np.arange(int(seconds * rate)) / rate
+    partials = sum(np.sin(2 * np.pi * f * t) / (k + 1) for k, f in enumerate((150, 300, 450, 600, 750, 900, 1200)))
+    return (partials * 4000 * (1 + 0.5 * np.sin(2 * np.pi * 4 * t))).astype("<i2").tobytes()
+
+
+def silence(seconds: float, rate: int = 16000) -> bytes:
+    return b"\0\0" * int(seconds * rate)
+
+
+def config_request(**kwargs: object) -> pb.StreamingRecognizeRequest:
+    defaults: dict[str, object] = {"encoding": pb.AUDIO_ENCODING_LINEAR16, "sample_rate_hz": 16000,
+                                   "interim_results": True, "enable_word_time_offsets": True}
+    defaults.update(kwargs)
+    return pb.StreamingRecognizeRequest(config=pb.StreamingConfig(**defaults))  # type: ignore[arg-type]
+
+
+def audio_requests(data: bytes, chunk_bytes: int = 3200) -> Iterator[pb.StreamingRecognizeRequest]:
+    for i in range(0, len(data), chunk_bytes):
+        yield pb.StreamingRecognizeRequest(audio=data[i:i + chunk_bytes])
+
+
+def recognize(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],
+              timeout: float = 120) -> list[pb.StreamingRecognizeResponse]:
+    return list(stub.StreamingRecognize(iter(requests), timeout=timeout))
+
+
+def error_reason(err: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, str]]:
+    """Status code, ErrorInfo.reason and metadata from a failed call's rich status."""
+    reason, meta = "", {}
+    for key, value in err.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    reason, meta = info.reason, dict(info.metadata)
+    return err.code(), reason, meta  # type: ignore[attr-defined]
+
+
+def finals(responses: list[pb.StreamingRecognizeResponse]) -> list[pb.RecognitionResult]:
+    return [r.result for r in responses if r.WhichOneof("response") == "result" and r.result.is_final]
+
+
+def final_text(responses: list[pb.StreamingRecognizeResponse]) -> str:
+    return " ".join(r.text for r in finals(responses)).strip()
+
+
+def seconds(d: object) -> float:
+    return d.seconds + d.nanos / 1e9  # type: ignore[attr-defined]
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    ref, hyp = reference.lower().split(), hypothesis.lower().split()
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1] / max(len(ref), 1)
+
+
+def fixture_clips() -> list[dict[str, object]]:
+    import json
+
+    return json.loads((FIXTURES / "audio" / "manifest.json").read_text())
+
+
+def read_wav_pcm(name: str) -> tuple[bytes, int]:
+    import wave
+
+    with wave.open(str(FIXTURES / "audio" / name)) as w:
+        assert w.getnchannels() == 1 and w.getsampwidth() == 2
+        return w.readframes(w.getnframes()), w.getframerate()
+
+
+def paced(requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request: float
+          ) -> Iterator[pb.StreamingRecognizeRequest]:
+    """Send like a live source: one request per `seconds_per_request` after the config."""
+    start = time.monotonic()
+    for i, req in enumerate(requests):
+        delay = start + i * seconds_per_request - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield req

@@ -1,0 +1,135 @@
+"""Process-level behaviour: health, reflection, sidecar crash and restart, drain on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from tests.helpers import (
+    ServerProcess,
+    audio_requests,
+    config_request,
+    error_reason,
+    final_text,
+    recognize,
+    start_server,
+    voiced,
+)
+from voxgate_client._proto import speech_pb2 as pb
+
+
+def test_health_answers_liveness_and_readiness(fake_server: ServerProcess) -> None:
+    assert fake_server.health("") == health_pb2.HealthCheckResponse.SERVING
+    assert fake_server.health("voxgate.v1.Speech") == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_describes_the_api_without_proto_files(fake_server: ServerProcess) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(fake_server.channel())
+    requests = [reflection_pb2.ServerReflectionRequest(list_services=""),
+                reflection_pb2.ServerReflectionRequest(file_containing_symbol="voxgate.v1.Speech")]
+    listed, described = list(stub.ServerReflectionInfo(iter(requests), timeout=10))
+    names = {s.name for s in listed.list_services_response.service}
+    assert {"voxgate.v1.Speech", "grpc.health.v1.Health"} <= names
+    assert described.file_descriptor_response.file_descriptor_proto
+
+
+def test_capabilities(fake_server: ServerProcess) -> None:
+    caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
+    assert set(caps.encodings) == {pb.AUDIO_ENCODING_LINEAR16, pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW}
+    assert (caps.min_sample_rate_hz, caps.max_sample_rate_hz, caps.max_audio_channel_count) == (8000, 48000, 1)
+    assert caps.engine.name == "fake" and "en-US" in caps.languages
+    assert caps.max_audio_bytes_per_message == 65536
+
+
+def test_sidecar_sigkill_is_survived(tmp_path: Path) -> None:
+    server = start_server(tmp_path, "--sidecar-health-interval-s", "0.5", engine="fake")
+    try:
+        before = recognize(server.stub(), [config_request(), *audio_requests(voiced(1.0))])
+        assert final_text(before)
+        old_pid = server.sidecar_pid()
+        os.kill(old_pid, signal.SIGKILL)
+        server.wait_health(serving=False, timeout_s=10)
+        server.wait_health(serving=True, timeout_s=60)
+        assert server.sidecar_pid() != old_pid
+        after = recognize(server.stub(), [config_request(), *audio_requests(voiced(1.0))])
+        assert final_text(after) == final_text(before)
+    finally:
+        assert server.stop() == 0
+
+
+def test_sessions_are_refused_with_retry_while_the_engine_is_down(tmp_path: Path) -> None:
+    server = start_server(tmp_path, "--sidecar-restart-backoff-s", "3", engine="fake")
+    try:
+        os.kill(server.sidecar_pid(), signal.SIGKILL)
+        server.wait_health(serving=False, timeout_s=10)
+        with pytest.raises(grpc.RpcError) as info:
+            recognize(server.stub(), [config_request()])
+        assert error_reason(info.value)[:2] == (grpc.StatusCode.UNAVAILABLE, "ENGINE_UNAVAILABLE")
+    finally:
+        server.stop()
+
+
+def test_a_live_session_hears_that_the_engine_died(tmp_path: Path) -> None:
+    script = tmp_path / "crash.json"
+    script.write_text(json.dumps({"crash_at_ms": 1200}))
+    server = start_server(tmp_path, engine="fake", model=str(script))
+    got: list[pb.StreamingRecognizeResponse] = []
+    try:
+        with pytest.raises(grpc.RpcError) as info:
+            for r in server.stub().StreamingRecognize(iter([config_request(), *audio_requests(voiced(3.0))]),
+                                                      timeout=60):
+                got.append(r)
+        assert error_reason(info.value)[:2] == (grpc.StatusCode.UNAVAILABLE, "ENGINE_UNAVAILABLE")
+        assert got[-1].ended.reason == pb.SESSION_END_REASON_ENGINE_LOST
+        assert any(r.HasField("result") and r.result.is_final for r in got), "words heard before the crash stay"
+    finally:
+        server.stop()
+
+
+def test_sigterm_drains_an_active_session(tmp_path: Path) -> None:
+    server = start_server(tmp_path, engine="fake")
+    got: list[pb.StreamingRecognizeResponse] = []
+    in_session = threading.Event()
+
+    def endless() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request()
+        for req in audio_requests(voiced(60.0), 3200):
+            time.sleep(0.1)
+            yield req
+
+    def run() -> None:
+        for r in server.stub().StreamingRecognize(endless(), timeout=60):
+            got.append(r)
+            if r.HasField("result"):
+                in_session.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert in_session.wait(30)
+    server.proc.send_signal(signal.SIGTERM)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert server.proc.wait(30) == 0
+    assert got[-1].ended.reason == pb.SESSION_END_REASON_DRAINING
+    assert any(r.HasField("result") and r.result.is_final for r in got)
+
+
+def test_transcribe_cli_reports_errors_clearly(fake_server: ServerProcess, tmp_path: Path) -> None:
+    raw = tmp_path / "audio.raw"
+    raw.write_bytes(b"\0" * 3200)
+    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", fake_server.target,
+                          "--sample-rate", "96000", "--no-pace", str(raw)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "UNSUPPORTED_AUDIO_FORMAT" in out.stderr and "sample_rate_hz" in out.stderr

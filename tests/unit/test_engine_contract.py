@@ -1,0 +1,83 @@
+"""The same contract, run against every engine the sidecar can own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine_sidecar.engine import Closed, Delta, Engine, EngineOutput, Flushed
+from engine_sidecar.engines import ENGINE_NAMES, create_engine
+from tests.helpers import read_wav_pcm, silence, voiced
+
+CHUNK = 2560  # 80 ms
+
+
+def speech_for(name: str) -> bytes:
+    return read_wav_pcm("go_forward.wav")[0] if name == "sphinx" else voiced(2.0)
+
+
+async def started(name: str) -> Engine:
+    engine = create_engine(name, "", max_sessions=4)
+    await engine.start()
+    return engine
+
+
+async def drive(engine: Engine, audio: bytes) -> list[EngineOutput]:
+    session = await engine.open_session("t", "en-US")
+    outputs: list[EngineOutput] = []
+
+    async def read() -> None:
+        async for out in session.outputs():
+            outputs.append(out)
+
+    reader = asyncio.create_task(read())
+    half = len(audio) // 2 // CHUNK * CHUNK
+    for i in range(0, half, CHUNK):
+        await session.push_audio(audio[i:i + CHUNK], True)
+    await session.flush(7)
+    for i in range(half, len(audio), CHUNK):
+        await session.push_audio(audio[i:i + CHUNK], True)
+    await session.close()
+    await asyncio.wait_for(reader, 30)
+    return outputs
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+async def test_outputs_flush_and_close_in_order(name: str) -> None:
+    engine = await started(name)
+    audio = speech_for(name) + silence(0.5)
+    outputs = await drive(engine, audio)
+    assert isinstance(outputs[-1], Closed)
+    assert outputs[-1].audio_ms == pytest.approx(len(audio) / 32, abs=1)
+    flushes = [o for o in outputs if isinstance(o, Flushed)]
+    assert [f.marker for f in flushes] == [7, 0]
+    deltas = [o for o in outputs if isinstance(o, Delta)]
+    assert deltas, "speech must produce text"
+    flush_at = outputs.index(flushes[0])
+    for d in deltas:
+        assert 0 <= d.start_ms <= d.end_ms <= outputs[-1].audio_ms
+        if outputs.index(d) < flush_at:
+            assert d.start_ms <= flushes[0].audio_ms
+    assert engine.counters()["sessions_active"] == 0
+    assert engine.counters()["sessions_total"] == 1
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+async def test_abort_ends_outputs_and_frees_the_session(name: str) -> None:
+    engine = await started(name)
+    session = await engine.open_session("t", "en-US")
+    await session.push_audio(speech_for(name)[:CHUNK * 5], True)
+    await session.abort()
+    drained = [o async for o in session.outputs()]
+    assert not any(isinstance(o, Closed) for o in drained)
+    assert engine.counters()["sessions_active"] == 0
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+async def test_same_audio_same_text(name: str) -> None:
+    engine = await started(name)
+    audio = speech_for(name)
+    first = [o for o in await drive(engine, audio) if isinstance(o, Delta)]
+    second = [o for o in await drive(engine, audio) if isinstance(o, Delta)]
+    assert first == second

@@ -1,0 +1,46 @@
+import grpc
+import pytest
+from google.protobuf import duration_pb2
+from voxgate_client._proto import speech_pb2 as pb
+
+from service.config import Config
+from service.errors import StreamError
+from service.session_config import validate
+
+LANGS = ("en-US",)
+
+
+def cfg(**kw: object) -> pb.StreamingConfig:
+    base: dict[str, object] = {"encoding": pb.AUDIO_ENCODING_LINEAR16, "sample_rate_hz": 16000}
+    base.update(kw)
+    return pb.StreamingConfig(**base)  # type: ignore[arg-type]
+
+
+def test_defaults_come_from_the_server() -> None:
+    server = Config(idle_timeout_s=30, max_session_duration_s=0, endpointing_silence_ms=800)
+    s = validate(cfg(), server, LANGS)
+    assert (s.idle_timeout_s, s.max_duration_s, s.endpointing_silence_ms, s.language_code) == (30, 0, 800, "en-US")
+
+
+def test_client_may_lower_limits_but_not_raise_them() -> None:
+    server = Config(max_session_duration_s=3600, max_idle_timeout_s=60)
+    limits = pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=7200),
+                              idle_timeout=duration_pb2.Duration(seconds=5))
+    s = validate(cfg(limits=limits), server, LANGS)
+    assert (s.max_duration_s, s.idle_timeout_s) == (3600, 5)
+    limits = pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=10),
+                              idle_timeout=duration_pb2.Duration(seconds=600))
+    s = validate(cfg(limits=limits), server, LANGS)
+    assert (s.max_duration_s, s.idle_timeout_s) == (10, 60)
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"limits": pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=-1))}, "config.limits.max_duration"),
+    ({"limits": pb.SessionLimits(idle_timeout=duration_pb2.Duration(seconds=-1))}, "config.limits.idle_timeout"),
+    ({"endpointing": pb.EndpointingConfig(silence_ms=10**6)}, "config.endpointing.silence_ms"),
+    ({"sample_rate_hz": 0}, "config.sample_rate_hz"),
+])
+def test_bad_values_name_their_field(kw: dict, field: str) -> None:
+    with pytest.raises(StreamError) as info:
+        validate(cfg(**kw), Config(), LANGS)
+    assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT and info.value.field == field
