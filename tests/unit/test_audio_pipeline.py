@@ -51,3 +51,11 @@ def test_g711_accepts_any_size() -> None:
     for n in (1, 3, 7, 161):
         p.push(b"\xff" * n)
     assert p.samples_in == 172
+
+
+@pytest.mark.parametrize("rate", [8000, 44100])
+def test_resampled_audio_does_not_depend_on_client_message_size(rate: int) -> None:
+    samples = (np.random.default_rng(0).standard_normal(rate * 2) * 3000).astype("<i2").tobytes()
+    ref = run(AudioPipeline(Encoding.LINEAR16, rate, 2, 600), samples, 2 * rate // 10)
+    for step in (2, 3000, rate // 3 * 2):
+        assert run(AudioPipeline(Encoding.LINEAR16, rate, 2, 600), samples, step) == ref
