@@ -50,7 +50,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                 yield output_to_proto(out)
             error = await feeder
             if error is not None:
-                await context.abort(grpc.StatusCode.INTERNAL, f"engine error: {error}")
+                # ABORTED (not INTERNAL, which transports also produce) = "the engine failed this session".
+                await context.abort(grpc.StatusCode.ABORTED, f"engine error: {error}")
             finished = True
         finally:
             self._active -= 1

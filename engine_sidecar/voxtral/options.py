@@ -1,0 +1,93 @@
+"""Engine options for the voxtral engine: one frozen dataclass, built from a plain dict (CLI flags, presets)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
+
+
+@dataclass(frozen=True)
+class VoxtralOptions:
+    # vLLM engine (names follow vLLM's flags)
+    max_model_len: int = 8192
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int | None = None  # None: max(512, 400 x max_num_seqs), see notes on blank ruts
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = 1
+    enforce_eager: bool | None = None  # None: eager on CPU, graphs on GPU
+    cudagraph_mode: str | None = None  # e.g. "PIECEWISE"; None: vLLM's default
+    enable_prefix_caching: bool = False  # rotated/rolled realtime KV must never be shared
+    decoder_sliding_window: int | None = None  # hf_overrides text_config.sliding_window
+    encoder_sliding_window: int | None = None  # hf_overrides audio_config.sliding_window
+    block_size: int | None = None
+    # Session behaviour
+    rollover_margin_tokens: int = 4  # head-room kept below max_model_len besides the right padding
+    rollover_silence_window_s: float = 60.0  # look for a VAD silence this long before the cap
+    max_backlog_ms: int = 3000  # audio pushed but not yet transcribed before push_audio waits
+    rut_blank_frames: int = 200  # blank run over speech that counts as a rut (0: off)
+    freeze_timeout_s: float = 10.0  # no output while audio is fed (0: off)
+    emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
+        """Unknown keys are an error (a typo in a flag must not be silently ignored); '-' means '_'."""
+        if not values:
+            return cls()
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if name not in names:
+                raise ValueError(f"unknown voxtral option {key!r}; known: {', '.join(sorted(names))}")
+            kwargs[name] = value
+        opts = cls(**kwargs)
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        if self.max_model_len < 128:
+            raise ValueError("max_model_len must be >= 128 (prompt, right padding and some audio must fit)")
+        if self.max_num_seqs < 1:
+            raise ValueError("max_num_seqs must be >= 1")
+        if self.max_backlog_ms < 1000:
+            raise ValueError("max_backlog_ms must be >= 1000 (the model needs ~560 ms of look-ahead)")
+
+    def batched_tokens(self) -> int:
+        # An encoder chunk split across steps makes blank-token ruts likelier: keep whole chunks in one step.
+        return self.max_num_batched_tokens or max(512, 400 * self.max_num_seqs)
+
+    def hf_overrides(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        if self.decoder_sliding_window:
+            out["text_config"] = {"sliding_window": self.decoder_sliding_window}
+        if self.encoder_sliding_window:
+            out["audio_config"] = {"sliding_window": self.encoder_sliding_window}
+        return out
+
+    def engine_kwargs(self, model: str, on_cpu: bool) -> dict[str, Any]:
+        """Keyword arguments for vllm.AsyncEngineArgs."""
+        kwargs: dict[str, Any] = dict(
+            model=model, tokenizer_mode="mistral", config_format="mistral", load_format="mistral",
+            max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.batched_tokens(), dtype=self.dtype, kv_cache_dtype=self.kv_cache_dtype,
+            tensor_parallel_size=self.tensor_parallel_size, enable_prefix_caching=self.enable_prefix_caching,
+            # The multimodal receiver cache keeps every 80 ms frame of a session: memory would grow forever.
+            mm_processor_cache_gb=0,
+            enforce_eager=on_cpu if self.enforce_eager is None else self.enforce_eager,
+            disable_log_stats=True, enable_log_requests=False,
+        )
+        if not on_cpu:
+            kwargs["gpu_memory_utilization"] = self.gpu_memory_utilization
+        if self.cudagraph_mode:
+            kwargs["compilation_config"] = {"cudagraph_mode": self.cudagraph_mode}
+        if self.block_size:
+            kwargs["block_size"] = self.block_size
+        if overrides := self.hf_overrides():
+            kwargs["hf_overrides"] = overrides
+        return kwargs

@@ -1,0 +1,241 @@
+"""A voxgate session on Voxtral: a chain of engine requests (rollover), time-stamped deltas,
+deferred flush acknowledgements, backpressure and the watchdog.
+
+Flush: Voxtral has no utterance to close; it speaks D ms after the audio.
+flush(marker) therefore never injects padding mid-session (that would shift
+every later timestamp and disturb the model's state): it records the audio
+time A pushed so far and Flushed(marker, A) is emitted as soon as tokens cover
+audio up to A, i.e. once about D + one frame more audio has been fed, or at
+close, where the right padding covers everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from ..engine import BYTES_PER_MS, Closed, Delta, Diagnostic, EngineCounters, EngineOutput, Flushed
+from ..output_queue import OutputChannel
+from .options import VoxtralOptions
+from .rollover import RolloverPolicy
+from .stream import RequestStream
+from .timing import StreamGeometry
+from .watchdog import FREEZE, Watchdog
+
+log = structlog.get_logger("voxtral")
+
+
+@dataclass
+class EngineContext:
+    """What sessions share: the engine, its geometry and options, counters, and the error handler."""
+
+    llm: Any
+    model_cls: Any
+    geometry: StreamGeometry
+    options: VoxtralOptions
+    rollover: RolloverPolicy
+    counters: EngineCounters
+    on_request_error: Callable[[BaseException], None]  # exits the sidecar if the engine itself died
+    clock: Callable[[], float]
+
+    def count(self, name: str) -> None:
+        self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
+
+
+class VoxtralSession:
+    def __init__(self, ctx: EngineContext, session_id: str) -> None:
+        self._ctx = ctx
+        self._id = session_id
+        self._g = ctx.geometry
+        self._out = OutputChannel()
+        self._pushed_samples = 0
+        self._covered_ms = 0  # session audio that every emitted token now accounts for
+        self._flushes: deque[tuple[int, int]] = deque()  # (marker, audio_ms) not yet acknowledged
+        self._pending_ids: list[int] = []  # textless non-blank tokens, carried into the next delta
+        self._progress = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._error: BaseException | None = None
+        self._released = False
+        self._closing = False
+        self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.freeze_timeout_s,
+                             self._g.frame_ms, ctx.clock)
+        self._stream = self._start_stream(0, None, None)
+
+    # -- EngineSession -------------------------------------------------------
+
+    def outputs(self) -> AsyncIterator[EngineOutput]:
+        return self._out.__aiter__()
+
+    async def push_audio(self, pcm16: bytes, speech: bool) -> None:
+        self._raise_if_failed()
+        self._dog.on_audio(len(pcm16) // BYTES_PER_MS, speech)
+        if (kind := self._dog.check(self._excess_backlog_ms())) is not None:
+            await self._recover(kind)
+        while pcm16:
+            n = len(pcm16) // 2
+            head = self._ctx.rollover.split(self._stream.samples, n, speech)
+            if head is None:
+                self._feed(pcm16)
+                break
+            self._feed(pcm16[:head * 2])
+            pcm16 = pcm16[head * 2:]
+            await self._roll_over("rollover", f"session moved to a fresh engine request at "
+                                              f"{self._pushed_ms()} ms (position budget; max_model_len "
+                                              f"{self._ctx.options.max_model_len})")
+        await self._wait_for_backlog()
+
+    async def flush(self, marker: int) -> None:
+        self._raise_if_failed()
+        self._flushes.append((marker, self._pushed_ms()))
+        await self._ack_flushes()
+
+    async def close(self) -> None:
+        self._closing = True
+        self._stream.end()
+        try:
+            while not all(task.done() for task in self._tasks):  # a rollover may add one meanwhile
+                await asyncio.gather(*self._tasks)
+        finally:
+            self._release()
+        self._raise_if_failed()
+        self._covered_ms = self._pushed_ms()
+        await self._ack_flushes()
+        await self._out.put(Flushed(marker=0, audio_ms=self._pushed_ms()))
+        await self._out.put(Closed(audio_ms=self._pushed_ms()))
+
+    async def abort(self) -> None:
+        await self._cancel_streams()
+        self._release()
+        self._out.end_now()
+
+    # -- requests ------------------------------------------------------------
+
+    def _start_stream(self, offset_ms: int, predecessor: RequestStream | None,
+                      announce: Diagnostic | None) -> RequestStream:
+        stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor)
+
+        async def on_start() -> None:
+            # The previous request is finished: all it will ever say is out.
+            if predecessor is not None:
+                await self._finished(predecessor)
+            self._dog.reset()
+            if announce is not None:
+                await self._out.put(announce)
+
+        self._tasks.append(asyncio.create_task(self._drive(stream, on_start)))
+        return stream
+
+    async def _drive(self, stream: RequestStream, on_start: Callable[[], Any]) -> None:
+        try:
+            await stream.run(self._on_token, on_start)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
+            return
+        finally:
+            self._progress.set()
+        await self._finished(stream)
+        if not stream.ended and stream is self._stream and not self._closing:
+            # vLLM finished the request on its own (it stops at max_model_len): never drop audio silently.
+            log.warning("engine_request_ended_early", session_id=self._id, request_id=stream.request_id)
+            await self._roll_over("warning", "the engine ended a request early; continuing on a fresh one")
+
+    async def _finished(self, stream: RequestStream) -> None:
+        self._covered_ms = max(self._covered_ms, stream.offset_ms + stream.audio_ms)
+        await self._ack_flushes()
+
+    async def _roll_over(self, kind: str, message: str) -> None:
+        old = self._stream
+        old.end()
+        at_ms = old.offset_ms + old.audio_ms
+        self._ctx.count(f"{kind}s" if kind != "warning" else "early_request_ends")
+        log.info("session_rollover", session_id=self._id, kind=kind, at_ms=at_ms)
+        self._pending_ids = []
+        self._stream = self._start_stream(at_ms, old, Diagnostic(kind=kind, message=message, at_ms=at_ms))
+
+    async def _recover(self, kind: str) -> None:
+        if kind == FREEZE:
+            # A frozen request will not deliver its right padding either: abort it and move on.
+            old = self._stream
+            await self._cancel_streams(only=self._tasks[-1:])
+            old.done.set()
+            self._covered_ms = max(self._covered_ms, old.offset_ms + old.audio_ms)
+            await self._ack_flushes()
+        self._dog.reset()
+        await self._roll_over(kind, "no output while audio was fed; engine request restarted" if kind == FREEZE
+                              else f"blank-token rut over speech (> {self._ctx.options.rut_blank_frames} frames); "
+                                   "engine request restarted")
+
+    async def _cancel_streams(self, only: list[asyncio.Task[None]] | None = None) -> None:
+        tasks = self._tasks if only is None else only
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 10)
+
+    # -- outputs -------------------------------------------------------------
+
+    async def _on_token(self, stream: RequestStream, k: int, token_id: int, text: str) -> None:
+        blank = token_id == self._g.blank_token_id
+        self._dog.on_token(blank)
+        start, end = self._g.token_span_ms(k, stream.offset_ms, stream.audio_ms)
+        if text or self._ctx.options.emit_empty_deltas:
+            ids = (*self._pending_ids, token_id)
+            await self._out.put(Delta(text=text, start_ms=start, end_ms=end, token_ids=ids))
+            self._pending_ids = []
+        elif not blank:
+            self._pending_ids.append(token_id)
+        self._covered_ms = max(self._covered_ms, end)
+        await self._ack_flushes()
+        self._progress.set()
+
+    async def _ack_flushes(self) -> None:
+        while self._flushes and self._flushes[0][1] <= self._covered_ms:
+            marker, audio_ms = self._flushes.popleft()
+            await self._out.put(Flushed(marker=marker, audio_ms=audio_ms))
+
+    # -- backpressure and failures -------------------------------------------
+
+    def _feed(self, pcm16: bytes) -> None:
+        self._stream.feed(pcm16)
+        self._pushed_samples += len(pcm16) // 2
+
+    def _pushed_ms(self) -> int:
+        return self._pushed_samples * 1000 // 16000
+
+    def _excess_backlog_ms(self) -> int:
+        """Audio fed beyond what the model's own delay and one frame explain."""
+        return self._pushed_ms() - self._covered_ms - self._g.delay_ms - 2 * self._g.frame_ms
+
+    async def _wait_for_backlog(self) -> None:
+        limit = self._ctx.options.max_backlog_ms
+        while self._pushed_ms() - self._covered_ms > limit and self._error is None:
+            self._progress.clear()
+            timeout = self._ctx.options.freeze_timeout_s or None
+            try:
+                await asyncio.wait_for(self._progress.wait(), timeout)
+            except TimeoutError:
+                await self._recover(FREEZE)
+        self._raise_if_failed()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self._progress.set()
+        self._ctx.on_request_error(exc)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"voxtral engine request failed: {self._error!r}") from self._error
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._ctx.counters.sessions_active -= 1
