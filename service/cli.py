@@ -21,6 +21,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_transcribe_arguments(transcribe)
     from engine_sidecar.main import add_sidecar_arguments
 
+    from engine_sidecar.voxtral_plan.cli import add_plan_arguments
+
+    plan = sub.add_parser("plan", help="plan Voxtral capacity: KV per stream, streams per GPU, flags to use")
+    add_plan_arguments(plan)
     sidecar = sub.add_parser("sidecar", help="(internal) run the engine sidecar on a Unix socket")
     add_sidecar_arguments(sidecar)
     return parser
@@ -30,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "transcribe":
         return run_transcribe(args)
+    if args.command == "plan":
+        from engine_sidecar.voxtral_plan.cli import run_plan
+
+        return run_plan(args)
     if args.command == "sidecar":
         from engine_sidecar.main import run_sidecar
 

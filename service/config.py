@@ -1,4 +1,7 @@
-"""The service's one Config, built in one place from flags and VOXGATE_* environment variables."""
+"""The service's one Config, built in one place from flags and VOXGATE_* environment variables.
+
+Precedence: command-line flag > environment (VOXGATE_<FIELD>) > default here.
+"""
 
 from __future__ import annotations
 
@@ -15,21 +18,17 @@ class Config:
     port: int = DEFAULT_PORT
     engine: str = "sphinx"
     model: str = ""
-    # Sessions the sidecar admits at once; more get UNAVAILABLE/CAPACITY.
     max_sessions: int = 16
-    sidecar_socket: str = ""  # empty: a fresh private temp directory
-    sidecar_start_timeout_s: float = 120.0
+    sidecar_socket: str = ""
+    sidecar_start_timeout_s: float = 300.0
     sidecar_health_interval_s: float = 2.0
     sidecar_restart_backoff_s: float = 0.5
     retry_delay_s: float = 2.0
-    # Largest audio payload in one request; the transport limit is above it so
-    # the client gets our precise error rather than a generic one.
     max_audio_bytes_per_message: int = 65536
     max_message_bytes: int = 4 * 1024 * 1024
     endpointing_silence_ms: int = 800
     max_endpointing_silence_ms: int = 10000
     vad_aggressiveness: int = 2
-    # 0 = unbounded.
     max_session_duration_s: float = 0.0
     idle_timeout_s: float = 30.0
     max_idle_timeout_s: float = 600.0
@@ -38,14 +37,40 @@ class Config:
     log_level: str = "info"
 
 
+HELP = {
+    "host": "address to listen on (loopback unless you mean it)",
+    "port": "gRPC port (0: pick a free one and print it)",
+    "engine": "engine the sidecar runs: sphinx (embedded CPU), voxtral (vLLM), fake (tests)",
+    "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
+    "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
+    "sidecar_socket": "Unix socket of the engine sidecar (default: a private temp dir)",
+    "sidecar_start_timeout_s": "how long the sidecar may take to become ready",
+    "sidecar_health_interval_s": "seconds between sidecar health checks",
+    "sidecar_restart_backoff_s": "first delay before restarting a dead sidecar (doubles)",
+    "retry_delay_s": "RetryInfo delay sent with UNAVAILABLE",
+    "max_audio_bytes_per_message": "largest audio payload in one request",
+    "max_message_bytes": "transport limit on one gRPC message",
+    "endpointing_silence_ms": "default silence that ends an utterance",
+    "max_endpointing_silence_ms": "largest endpointing silence a client may ask for",
+    "vad_aggressiveness": "webrtcvad aggressiveness 0..3",
+    "max_session_duration_s": "audio seconds after which a session ends (0: unbounded)",
+    "idle_timeout_s": "default seconds without a client message before a session ends",
+    "max_idle_timeout_s": "largest idle timeout a client may ask for",
+    "final_flush_timeout_s": "how long the engine may take to deliver finals at the end",
+    "drain_grace_s": "on SIGTERM, how long sessions get to finish",
+    "log_level": "debug, info, warning, error",
+}
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per Config field (--max-sessions ...), defaulting to env VOXGATE_MAX_SESSIONS, then Config."""
     for f in fields(Config):
-        flag = "--" + f.name.replace("_", "-")
-        env = os.environ.get("VOXGATE_" + f.name.upper())
+        env_name = "VOXGATE_" + f.name.upper()
+        env = os.environ.get(env_name)
         kind: type = type(f.default)
         default = kind(env) if env is not None else f.default
-        parser.add_argument(flag, type=kind, default=default, dest=f.name)
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=default, dest=f.name,
+                            help=f"{HELP[f.name]} [env {env_name}; default: %(default)s]")
 
 
 def config_from_args(args: argparse.Namespace) -> Config:

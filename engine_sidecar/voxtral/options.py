@@ -33,6 +33,7 @@ class VoxtralOptions:
     rut_blank_frames: int = 200  # blank run over speech that counts as a rut (0: off)
     freeze_timeout_s: float = 10.0  # no output while audio is fed (0: off)
     emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
+    blank_logit_bias: float = 0.0  # added to the blank token's logit (tests: a large value forces a rut)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:

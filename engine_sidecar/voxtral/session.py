@@ -118,7 +118,9 @@ class VoxtralSession:
 
     def _start_stream(self, offset_ms: int, predecessor: RequestStream | None,
                       announce: Diagnostic | None) -> RequestStream:
-        stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor)
+        bias = self._ctx.options.blank_logit_bias
+        stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
+                               {self._g.blank_token_id: bias} if bias else None)
 
         async def on_start() -> None:
             # The previous request is finished: all it will ever say is out.

@@ -25,8 +25,9 @@ class RequestStream:
     """Audio in through feed()/end(); tokens out through the sink, in order, with their index k."""
 
     def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
-                 predecessor: RequestStream | None) -> None:
+                 predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None) -> None:
         self._llm = llm
+        self._logit_bias = logit_bias
         self._model_cls = model_cls
         self.request_id = f"voxgate-{session_id}-{next(_ids)}"
         self.offset_ms = offset_ms  # session time at which this request's audio starts
@@ -82,7 +83,7 @@ class RequestStream:
             if on_start is not None:
                 await on_start()
             params = SamplingParams(temperature=0.0, max_tokens=self._model_cls.realtime_max_tokens,
-                                    output_kind=RequestOutputKind.DELTA)
+                                    output_kind=RequestOutputKind.DELTA, logit_bias=self._logit_bias)
             feedback: asyncio.Queue[list[int]] = asyncio.Queue()
             async for out in self._llm.generate(prompt=self._inputs(feedback), sampling_params=params,
                                                 request_id=self.request_id):
