@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import sys
 
+from engine_sidecar.main import add_sidecar_arguments
+from engine_sidecar.voxtral_plan.cli import add_plan_arguments
 from voxgate_client.cli import add_transcribe_arguments, run_transcribe
 
 from .config import add_config_arguments, config_from_args
@@ -19,10 +21,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(serve)
     transcribe = sub.add_parser("transcribe", help="stream a WAV or raw file to a server")
     add_transcribe_arguments(transcribe)
-    from engine_sidecar.main import add_sidecar_arguments
-
-    from engine_sidecar.voxtral_plan.cli import add_plan_arguments
-
     plan = sub.add_parser("plan", help="plan Voxtral capacity: KV per stream, streams per GPU, flags to use")
     add_plan_arguments(plan)
     sidecar = sub.add_parser("sidecar", help="(internal) run the engine sidecar on a Unix socket")

@@ -59,7 +59,8 @@ class AudioPipeline:
             frame = data[i:i + FRAME_BYTES]
             boundary = self._vad.frame(frame)
             self._chunk.append(frame)
-            self._chunk_speech = self._chunk_speech or self._vad.in_speech
+            # Voiced frames inside speech: the silence before an endpoint is not speech.
+            self._chunk_speech = self._chunk_speech or (self._vad.in_speech and self._vad.last_voiced)
             if boundary is not None and not boundary.started:
                 # Endpoint: the engine gets the audio up to here before the flush.
                 out += self._emit_chunk()
@@ -76,5 +77,5 @@ class AudioPipeline:
             return []
         chunk = EngineChunk(b"".join(self._chunk), self._chunk_speech)
         self._chunk = []
-        self._chunk_speech = self._vad.in_speech
+        self._chunk_speech = False
         return [chunk]

@@ -32,10 +32,11 @@ class VoiceActivity:
         self._frame_index = 0
         self._unvoiced_run = 0
         self.in_speech = False
+        self.last_voiced = False
 
     def frame(self, pcm16: bytes) -> SpeechBoundary | None:
         """Classify one 20 ms frame at 16 kHz."""
-        voiced = self._vad.is_speech(pcm16, 16000)
+        voiced = self.last_voiced = self._vad.is_speech(pcm16, 16000)
         index = self._frame_index
         self._frame_index += 1
         if not self.in_speech:
