@@ -45,6 +45,18 @@ def test_reflection_describes_the_api_without_proto_files(fake_server: ServerPro
     assert described.file_descriptor_response.file_descriptor_proto
 
 
+def test_grpcurl_works_with_no_proto_files(fake_server: ServerProcess) -> None:
+    grpcurl = Path(sys.executable).parent / "grpcurl"
+    listed = subprocess.run([str(grpcurl), "-plaintext", fake_server.target, "list"],
+                            capture_output=True, text=True, timeout=30)
+    assert "voxgate.v1.Speech" in listed.stdout.split(), listed.stderr
+    request = '{"config": {"encoding": "AUDIO_ENCODING_LINEAR16", "sample_rate_hz": 16000}}'
+    streamed = subprocess.run([str(grpcurl), "-plaintext", "-d", request, fake_server.target,
+                               "voxgate.v1.Speech/StreamingRecognize"], capture_output=True, text=True, timeout=30)
+    assert streamed.returncode == 0, streamed.stderr
+    assert '"SESSION_END_REASON_CLIENT_END"' in streamed.stdout
+
+
 def test_capabilities(fake_server: ServerProcess) -> None:
     caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
     assert set(caps.encodings) == {pb.AUDIO_ENCODING_LINEAR16, pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW}
