@@ -1,4 +1,4 @@
-"""The public voxgate.v1.Speech servicer: validation, admission, and the session loop."""
+"""The public voxgate.v1.Speech servicer: validation, admission, resume, and the session loop."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from voxgate_client._proto import speech_pb2_grpc
 from . import errors, proto_edge
 from .clock import Clock
 from .config import Config
-from .events import ClientInput
-from .session import RecognizeSession
-from .session_config import ENCODINGS, MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, validate
+from .events import ClientInput, EndReason, SessionOutput
+from .session.core import EngineSource, Session
+from .session_config import ENCODINGS, MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
 from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("api")
@@ -27,18 +27,16 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
     def __init__(self, config: Config, supervisor: SidecarSupervisor, clock: Clock) -> None:
         self._config = config
         self._supervisor = supervisor
+        self._engines: EngineSource = supervisor
         self._clock = clock
-        self.sessions: set[RecognizeSession] = set()
+        self._sessions: dict[str, Session] = {}  # by resume token; detached ones included
         self._no_sessions = asyncio.Event()
         self._no_sessions.set()
         self.draining = False
 
-    async def wait_sessions_ended(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self._no_sessions.wait(), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+    @property
+    def sessions(self) -> list[Session]:
+        return list(self._sessions.values())
 
     def _languages(self) -> tuple[str, ...]:
         status = self._supervisor.status
@@ -49,20 +47,67 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         if self.draining:
             raise errors.unavailable(errors.DRAINING, "server is draining; connect to another instance",
                                      c.retry_delay_s)
-        if not self._supervisor.ready or self._supervisor.stub is None:
+        if not self._supervisor.ready:
             raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting",
                                      c.retry_delay_s)
-        if len(self.sessions) >= c.max_sessions:
-            raise errors.unavailable(errors.CAPACITY, f"all {c.max_sessions} sessions are in use",
-                                     c.retry_delay_s)
+        if len(self._sessions) >= c.max_sessions:
+            raise errors.unavailable(errors.CAPACITY, f"all {c.max_sessions} sessions are in use", c.retry_delay_s)
+
+    def _session_ended(self, session: Session) -> None:
+        self._sessions.pop(session.resume_token, None)
+        if not self._sessions:
+            self._no_sessions.set()
+
+    async def _open(self, msg: pb.StreamingConfig) -> tuple[Session, int]:
+        """A new session, or the one `resume_token` names; and the seq to continue after."""
+        if msg.resume_token:
+            session = self._sessions.get(msg.resume_token)
+            if session is None or session.ended:
+                raise errors.StreamError(grpc.StatusCode.NOT_FOUND, errors.SESSION_NOT_FOUND,
+                                         "no session to resume with this token: unknown, ended, or its "
+                                         "resume window passed", field="config.resume_token")
+            session.attach(msg.resume_audio_bytes)
+            structlog.contextvars.bind_contextvars(session_id=session.session_id)
+            log.info("session_resumed", after_seq=msg.resume_last_seq, audio_bytes=msg.resume_audio_bytes)
+            return session, msg.resume_last_seq
+        cfg = validate(msg, self._config, self._languages())
+        self._admit()
+        session_id = uuid.uuid4().hex
+        structlog.contextvars.bind_contextvars(session_id=session_id)
+        session = Session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended)
+        await session.start()
+        self._sessions[session.resume_token] = session
+        self._no_sessions.clear()
+        session.attach(None)
+        log.info("session_started", encoding=cfg.encoding.value, sample_rate_hz=cfg.sample_rate_hz)
+        return session, 0
+
+    async def run_session(self, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput]
+                          ) -> AsyncIterator[tuple[int, SessionOutput, SessionConfig]]:
+        """Open or resume a session and run it for one client stream: (seq, output, config) until it ends.
+
+        Raises StreamError for a refused session, or after the last output of a session that ended on an error.
+        """
+        session, after_seq = await self._open(config)
+        reader = asyncio.create_task(session.consume(inputs))
+        completed = False
+        try:
+            async for entry in session.log.read(after_seq):
+                yield entry.seq, entry.item, session.cfg
+            completed = True
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            if not completed:
+                session.detach()  # the client vanished: it may resume
+        if session.error is not None:
+            raise session.error
 
     async def StreamingRecognize(
         self, request_iterator: AsyncIterator[pb.StreamingRecognizeRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.StreamingRecognizeResponse]:
-        session_id = uuid.uuid4().hex
-        structlog.contextvars.bind_contextvars(session_id=session_id, peer=context.peer())
-        session: RecognizeSession | None = None
-        seq = 0
+        structlog.contextvars.bind_contextvars(peer=context.peer())
+        responses = 0
         try:
             first = await anext(aiter(request_iterator), None)
             if first is None:
@@ -70,29 +115,15 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             if first.WhichOneof("request") != "config":
                 raise errors.protocol_order(
                     f"the first request must carry config; got {first.WhichOneof('request') or 'an empty request'}")
-            cfg = validate(first.config, self._config, self._languages())
-            self._admit()
-            assert self._supervisor.stub is not None
-            session = RecognizeSession(session_id, cfg, self._config, self._supervisor.stub, self._clock)
-            started = await session.open()
-            self.sessions.add(session)
-            self._no_sessions.clear()
-            log.info("session_started", encoding=cfg.encoding.value, sample_rate_hz=cfg.sample_rate_hz)
             max_bytes = self._config.max_audio_bytes_per_message
-            seq += 1
-            yield proto_edge.response(started, seq, cfg, max_bytes)
-            async for out in session.run(_inputs(request_iterator)):
-                seq += 1
+            async for seq, out, cfg in self.run_session(first.config, _inputs(request_iterator)):
+                responses += 1
                 yield proto_edge.response(out, seq, cfg, max_bytes)
         except errors.StreamError as exc:
             log.info("session_error", code=exc.code.name, reason=exc.reason, error=exc.message)
             await context.abort(exc.code, exc.message, trailing_metadata=exc.trailing_metadata())
         finally:
-            if session is not None:
-                self.sessions.discard(session)
-                if not self.sessions:
-                    self._no_sessions.set()
-            log.info("session_finished", responses=seq)
+            log.info("stream_finished", responses=responses)
             structlog.contextvars.unbind_contextvars("session_id", "peer")
 
     async def GetCapabilities(
@@ -107,7 +138,19 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                                  model=status.model if status else c.model),
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
-            max_sessions=c.max_sessions, active_sessions=len(self.sessions))
+            max_sessions=c.max_sessions, active_sessions=len(self._sessions))
+
+    async def drain(self, grace_s: float) -> None:
+        """Refuse new sessions; live ones end with DRAINING and their finals; stragglers are closed."""
+        self.draining = True
+        for session in self.sessions:
+            session.stop_input(EndReason.DRAINING)
+        try:
+            await asyncio.wait_for(self._no_sessions.wait(), grace_s)
+        except TimeoutError:
+            log.warning("drain_grace_expired", sessions=len(self._sessions))
+            for session in self.sessions:
+                await session.close_now()
 
 
 async def _inputs(requests: AsyncIterator[pb.StreamingRecognizeRequest]) -> AsyncIterator[ClientInput]:

@@ -34,6 +34,11 @@ class Config:
     max_idle_timeout_s: float = 600.0
     final_flush_timeout_s: float = 10.0
     drain_grace_s: float = 10.0
+    resume_window_s: float = 30.0
+    engine_recovery_timeout_s: float = 60.0
+    freeze_timeout_s: float = 15.0
+    max_replay_ms: int = 30000
+    flow_status_interval_ms: int = 1000
     log_level: str = "info"
 
 
@@ -58,6 +63,11 @@ HELP = {
     "max_idle_timeout_s": "largest idle timeout a client may ask for",
     "final_flush_timeout_s": "how long the engine may take to deliver finals at the end",
     "drain_grace_s": "on SIGTERM, how long sessions get to finish",
+    "resume_window_s": "how long a disconnected session waits for its client to resume it",
+    "engine_recovery_timeout_s": "how long a live session waits for a restarted engine before it ends",
+    "freeze_timeout_s": "speech sent but no engine output for this long: the engine session is reset",
+    "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",
+    "flow_status_interval_ms": "default interval of FlowStatus responses (when a client enables them)",
     "log_level": "debug, info, warning, error",
 }
 

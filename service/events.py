@@ -15,6 +15,7 @@ class EndReason(Enum):
     DRAINING = "draining"
     ENGINE_LOST = "engine_lost"
     ERROR = "error"
+    CLIENT_GONE = "client_gone"
 
 
 # Client → session
@@ -42,6 +43,9 @@ class Started:
     session_id: str
     engine: str
     model: str
+    resume_token: str = ""
+    resume_window_s: float = 0.0
+    resumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,4 +67,12 @@ class Ended:
     audio_ms: int
 
 
-SessionOutput = Started | Result | SpeechEvent | Notice | Ended
+@dataclass(frozen=True)
+class FlowReport:
+    acked_audio_ms: int
+    acked_audio_bytes: int
+    buffered_audio_ms: int
+    lag_ms: int
+
+
+SessionOutput = Started | Result | SpeechEvent | Notice | FlowReport | Ended

@@ -13,6 +13,7 @@ from .events import (
     Ended,
     EndReason,
     FinalizeIn,
+    FlowReport,
     KeepAliveIn,
     Notice,
     SessionOutput,
@@ -29,6 +30,7 @@ END_REASONS = {
     EndReason.DRAINING: pb.SESSION_END_REASON_DRAINING,
     EndReason.ENGINE_LOST: pb.SESSION_END_REASON_ENGINE_LOST,
     EndReason.ERROR: pb.SESSION_END_REASON_ERROR,
+    EndReason.CLIENT_GONE: pb.SESSION_END_REASON_CLIENT_GONE,
 }
 
 
@@ -61,7 +63,9 @@ def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
         language_code=cfg.language_code, interim_results=cfg.interim_results,
         enable_word_time_offsets=cfg.word_time_offsets,
         endpointing=pb.EndpointingConfig(silence_ms=cfg.endpointing_silence_ms),
-        limits=session_limits(cfg.max_duration_s, cfg.idle_timeout_s))
+        limits=session_limits(cfg.max_duration_s, cfg.idle_timeout_s),
+        flow_status=pb.FlowStatusConfig(enabled=cfg.flow_status_interval_s > 0,
+                                        interval_ms=round(cfg.flow_status_interval_s * 1000)))
 
 
 def session_limits(max_duration_s: float, idle_timeout_s: float) -> pb.SessionLimits:
@@ -72,7 +76,8 @@ def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionS
     eff = effective_config(cfg)
     return pb.SessionStarted(session_id=s.session_id, effective_config=eff,
                              engine=pb.EngineInfo(name=s.engine, model=s.model), limits=eff.limits,
-                             max_audio_bytes_per_message=max_audio_bytes)
+                             max_audio_bytes_per_message=max_audio_bytes, resume_token=s.resume_token,
+                             resume_window=duration_s(s.resume_window_s), resumed=s.resumed)
 
 
 def result(r: Result, with_words: bool) -> pb.RecognitionResult:
@@ -92,6 +97,10 @@ def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: 
             seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms)))
     if isinstance(out, Notice):
         return pb.StreamingRecognizeResponse(seq=seq, warning=pb.Warning(code=out.code, message=out.message))
+    if isinstance(out, FlowReport):
+        return pb.StreamingRecognizeResponse(seq=seq, flow_status=pb.FlowStatus(
+            acked_audio_offset=duration_ms(out.acked_audio_ms), acked_audio_bytes=out.acked_audio_bytes,
+            buffered_audio_ms=out.buffered_audio_ms, lag_ms=out.lag_ms))
     if isinstance(out, Ended):
         return pb.StreamingRecognizeResponse(seq=seq, ended=pb.SessionEnded(
             reason=END_REASONS[out.reason], message=out.message, audio_duration=duration_ms(out.audio_ms)))

@@ -80,12 +80,8 @@ class Server:
         c = self.config
         self._speech.draining = True
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)
-        sessions = list(self._speech.sessions)
-        log.info("draining", sessions=len(sessions), grace_s=c.drain_grace_s)
-        for session in sessions:
-            session.drain()
-        if not await self._speech.wait_sessions_ended(c.drain_grace_s):
-            log.warning("drain_grace_expired", sessions=len(self._speech.sessions))
+        log.info("draining", sessions=len(self._speech.sessions), grace_s=c.drain_grace_s)
+        await self._speech.drain(c.drain_grace_s)
         await self._health.enter_graceful_shutdown()
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)

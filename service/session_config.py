@@ -31,6 +31,7 @@ class SessionConfig:
     endpointing_silence_ms: int
     max_duration_s: float  # 0 = unbounded
     idle_timeout_s: float
+    flow_status_interval_s: float  # 0: no FlowStatus responses
 
 
 def _seconds(d: object) -> float:
@@ -62,6 +63,9 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
     if language and languages and language.lower() not in {x.lower() for x in languages}:
         raise errors.invalid_config(
             "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}")
+    if msg.flow_status.interval_ms < 0:
+        raise errors.invalid_config("config.flow_status.interval_ms", "flow_status.interval_ms must not be negative")
+    flow_interval_ms = (msg.flow_status.interval_ms or server.flow_status_interval_ms) if msg.flow_status.enabled else 0
     silence = msg.endpointing.silence_ms
     if silence < 0 or silence > server.max_endpointing_silence_ms:
         raise errors.invalid_config(
@@ -79,4 +83,5 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
         idle_timeout_s=_limit(_seconds(msg.limits.idle_timeout), server.max_idle_timeout_s,
                               "config.limits.idle_timeout") if _seconds(msg.limits.idle_timeout)
         else server.idle_timeout_s,
+        flow_status_interval_s=max(flow_interval_ms, 50) / 1000 if flow_interval_ms else 0.0,
     )

@@ -24,6 +24,7 @@ from .config import Config
 log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
 FAILED_CHECKS_BEFORE_RESTART = 3
+STALE_STUB_GRACE_S = 1.0
 
 
 class SidecarStartError(RuntimeError):
@@ -40,6 +41,8 @@ class SidecarSupervisor:
         self.stub: engine_pb2_grpc.EngineStub | None = None
         self.status: engine_pb2.GetStatusResponse | None = None
         self.ready = False
+        self._ready_event = asyncio.Event()
+        self._down_event = asyncio.Event()
         self.restarts = 0
         self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -86,9 +89,32 @@ class SidecarSupervisor:
             sys.stderr.buffer.write(line)
 
     def _set_ready(self, ready: bool) -> None:
+        if ready:
+            self._ready_event.set()
+            self._down_event.clear()
+        else:
+            self._ready_event.clear()
+            self._down_event.set()
         if ready != self.ready:
             self.ready = ready
             self._on_ready_change(ready)
+
+    async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+                         ) -> engine_pb2_grpc.EngineStub | None:
+        """The engine's stub once it is ready (within timeout_s), else None.
+
+        `failed`: a stub whose stream just broke; give the supervisor a moment to
+        notice a dead sidecar rather than hand the stale stub back.
+        """
+        if failed is not None and self.stub is failed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._down_event.wait(), STALE_STUB_GRACE_S)
+        if not self.ready and timeout_s > 0 and not self._stopping:
+            try:
+                await asyncio.wait_for(self._ready_event.wait(), timeout_s)
+            except TimeoutError:
+                return None
+        return self.stub if self.ready else None
 
     async def _supervise(self) -> None:
         while not self._stopping:

@@ -93,10 +93,29 @@ def test_sessions_are_refused_with_retry_while_the_engine_is_down(tmp_path: Path
         server.stop()
 
 
-def test_a_live_session_hears_that_the_engine_died(tmp_path: Path) -> None:
+def test_a_live_session_survives_a_sidecar_crash(tmp_path: Path) -> None:
+    script = tmp_path / "crash.json"
+    script.write_text(json.dumps({"crash_at_ms": 1200}))  # every engine session dies 1.2 s in
+    server = start_server(tmp_path, engine="fake", model=str(script))
+    try:
+        responses = recognize(server.stub(), [config_request(), *audio_requests(voiced(2.0))], timeout=60)
+        warnings = [r.warning.code for r in responses if r.HasField("warning")]
+        assert "ENGINE_RESTARTED" in warnings
+        assert responses[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        words = " ".join(r.result.text for r in responses if r.HasField("result") and r.result.is_final).split()
+        assert len(words) >= 3, "words from before and after the seam are all delivered"
+        results = [r.result for r in responses if r.HasField("result") and r.result.is_final]
+        ends = [r.end_offset.ToMilliseconds() for r in results]
+        assert ends == sorted(ends) and ends[-1] <= 2000, "offsets continue across the seam"
+    finally:
+        server.stop()
+
+
+def test_a_session_ends_engine_lost_when_the_engine_stays_down(tmp_path: Path) -> None:
     script = tmp_path / "crash.json"
     script.write_text(json.dumps({"crash_at_ms": 1200}))
-    server = start_server(tmp_path, engine="fake", model=str(script))
+    server = start_server(tmp_path, "--engine-recovery-timeout-s", "0.5", "--sidecar-restart-backoff-s", "3",
+                          engine="fake", model=str(script))
     got: list[pb.StreamingRecognizeResponse] = []
     try:
         with pytest.raises(grpc.RpcError) as info:

@@ -89,6 +89,8 @@ class _SessionEndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Sess
     """The speech engine died and the session could not continue."""
     SESSION_END_REASON_ERROR: _SessionEndReason.ValueType  # 6
     """The session ended on an error reported in the stream's status."""
+    SESSION_END_REASON_CLIENT_GONE: _SessionEndReason.ValueType  # 7
+    """The client disconnected and did not resume within the resume window."""
 
 class SessionEndReason(_SessionEndReason, metaclass=_SessionEndReasonEnumTypeWrapper): ...
 
@@ -105,6 +107,8 @@ SESSION_END_REASON_ENGINE_LOST: SessionEndReason.ValueType  # 5
 """The speech engine died and the session could not continue."""
 SESSION_END_REASON_ERROR: SessionEndReason.ValueType  # 6
 """The session ended on an error reported in the stream's status."""
+SESSION_END_REASON_CLIENT_GONE: SessionEndReason.ValueType  # 7
+"""The client disconnected and did not resume within the resume window."""
 Global___SessionEndReason: _TypeAlias = SessionEndReason  # noqa: Y015
 
 class _ErrorReason:
@@ -132,6 +136,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """UNAVAILABLE + RetryInfo: the server is draining."""
     ENGINE_ERROR: _ErrorReason.ValueType  # 9
     """INTERNAL: the engine failed on this session."""
+    SESSION_NOT_FOUND: _ErrorReason.ValueType  # 10
+    """NOT_FOUND: no session to resume with this token (unknown, ended, or its window passed)."""
+    SESSION_ATTACHED: _ErrorReason.ValueType  # 11
+    """FAILED_PRECONDITION: the session is still attached to another stream."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable `reason` strings sent in google.rpc.ErrorInfo (domain "voxgate.dev").
@@ -157,6 +165,10 @@ DRAINING: ErrorReason.ValueType  # 8
 """UNAVAILABLE + RetryInfo: the server is draining."""
 ENGINE_ERROR: ErrorReason.ValueType  # 9
 """INTERNAL: the engine failed on this session."""
+SESSION_NOT_FOUND: ErrorReason.ValueType  # 10
+"""NOT_FOUND: no session to resume with this token (unknown, ended, or its window passed)."""
+SESSION_ATTACHED: ErrorReason.ValueType  # 11
+"""FAILED_PRECONDITION: the session is still attached to another stream."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
@@ -211,6 +223,10 @@ class StreamingConfig(_message.Message):
     ENABLE_WORD_TIME_OFFSETS_FIELD_NUMBER: _builtins.int
     ENDPOINTING_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
+    RESUME_TOKEN_FIELD_NUMBER: _builtins.int
+    RESUME_LAST_SEQ_FIELD_NUMBER: _builtins.int
+    RESUME_AUDIO_BYTES_FIELD_NUMBER: _builtins.int
+    FLOW_STATUS_FIELD_NUMBER: _builtins.int
     encoding: Global___AudioEncoding.ValueType
     sample_rate_hz: _builtins.int
     """8000 to 48000."""
@@ -222,10 +238,22 @@ class StreamingConfig(_message.Message):
     """Send growing interim results before each final one."""
     enable_word_time_offsets: _builtins.bool
     """Attach per-word start/end offsets to results."""
+    resume_token: _builtins.str
+    """Resume a session after a disconnect: the token from its SessionStarted.
+    The other fields of the config are ignored when resuming (the session keeps its own).
+    """
+    resume_last_seq: _builtins.int
+    """Highest `seq` the client received before the disconnect; later responses are sent again."""
+    resume_audio_bytes: _builtins.int
+    """Audio bytes of the stream the client will send again from (a FlowStatus.acked_audio_bytes
+    it received, or 0); bytes the server already has are skipped.
+    """
     @_builtins.property
     def endpointing(self) -> Global___EndpointingConfig: ...
     @_builtins.property
     def limits(self) -> Global___SessionLimits: ...
+    @_builtins.property
+    def flow_status(self) -> Global___FlowStatusConfig: ...
     def __init__(
         self,
         *,
@@ -237,14 +265,42 @@ class StreamingConfig(_message.Message):
         enable_word_time_offsets: _builtins.bool = ...,
         endpointing: Global___EndpointingConfig | None = ...,
         limits: Global___SessionLimits | None = ...,
+        resume_token: _builtins.str = ...,
+        resume_last_seq: _builtins.int = ...,
+        resume_audio_bytes: _builtins.int = ...,
+        flow_status: Global___FlowStatusConfig | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["endpointing", b"endpointing", "limits", b"limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["endpointing", b"endpointing", "flow_status", b"flow_status", "limits", b"limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StreamingConfig: _TypeAlias = StreamingConfig  # noqa: Y015
+
+@_typing.final
+class FlowStatusConfig(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENABLED_FIELD_NUMBER: _builtins.int
+    INTERVAL_MS_FIELD_NUMBER: _builtins.int
+    enabled: _builtins.bool
+    """Send FlowStatus responses."""
+    interval_ms: _builtins.int
+    """Interval between them; 0: the server default."""
+    def __init__(
+        self,
+        *,
+        enabled: _builtins.bool = ...,
+        interval_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["enabled", b"enabled", "interval_ms", b"interval_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FlowStatusConfig: _TypeAlias = FlowStatusConfig  # noqa: Y015
 
 @_typing.final
 class EndpointingConfig(_message.Message):
@@ -340,6 +396,7 @@ class StreamingRecognizeResponse(_message.Message):
     SPEECH_EVENT_FIELD_NUMBER: _builtins.int
     ENDED_FIELD_NUMBER: _builtins.int
     WARNING_FIELD_NUMBER: _builtins.int
+    FLOW_STATUS_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Per-session, strictly increasing, starting at 1."""
     @_builtins.property
@@ -352,6 +409,8 @@ class StreamingRecognizeResponse(_message.Message):
     def ended(self) -> Global___SessionEnded: ...
     @_builtins.property
     def warning(self) -> Global___Warning: ...
+    @_builtins.property
+    def flow_status(self) -> Global___FlowStatus: ...
     def __init__(
         self,
         *,
@@ -361,16 +420,54 @@ class StreamingRecognizeResponse(_message.Message):
         speech_event: Global___SpeechEvent | None = ...,
         ended: Global___SessionEnded | None = ...,
         warning: Global___Warning | None = ...,
+        flow_status: Global___FlowStatus | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "response", b"response", "result", b"result", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "flow_status", b"flow_status", "response", b"response", "result", b"result", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "response", b"response", "result", b"result", "seq", b"seq", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "flow_status", b"flow_status", "response", b"response", "result", b"result", "seq", b"seq", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_response: _TypeAlias = _typing.Literal["started", "result", "speech_event", "ended", "warning"]  # noqa: Y015
+    _WhichOneofReturnType_response: _TypeAlias = _typing.Literal["started", "result", "speech_event", "ended", "warning", "flow_status"]  # noqa: Y015
     _WhichOneofArgType_response: _TypeAlias = _typing.Literal["response", b"response"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_response) -> _WhichOneofReturnType_response | None: ...
 
 Global___StreamingRecognizeResponse: _TypeAlias = StreamingRecognizeResponse  # noqa: Y015
+
+@_typing.final
+class FlowStatus(_message.Message):
+    """Where the session's audio stands. Acknowledged audio is safe: after a
+    disconnect, resume from acked_audio_bytes.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACKED_AUDIO_OFFSET_FIELD_NUMBER: _builtins.int
+    ACKED_AUDIO_BYTES_FIELD_NUMBER: _builtins.int
+    BUFFERED_AUDIO_MS_FIELD_NUMBER: _builtins.int
+    LAG_MS_FIELD_NUMBER: _builtins.int
+    acked_audio_bytes: _builtins.int
+    buffered_audio_ms: _builtins.int
+    """Audio received but not yet consumed by the engine."""
+    lag_ms: _builtins.int
+    """How far the engine's output trails the audio received, in wall-clock terms."""
+    @_builtins.property
+    def acked_audio_offset(self) -> _duration_pb2.Duration:
+        """Audio received from the client, as a duration and as bytes of the stream."""
+
+    def __init__(
+        self,
+        *,
+        acked_audio_offset: _duration_pb2.Duration | None = ...,
+        acked_audio_bytes: _builtins.int = ...,
+        buffered_audio_ms: _builtins.int = ...,
+        lag_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["acked_audio_offset", b"acked_audio_offset"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acked_audio_bytes", b"acked_audio_bytes", "acked_audio_offset", b"acked_audio_offset", "buffered_audio_ms", b"buffered_audio_ms", "lag_ms", b"lag_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FlowStatus: _TypeAlias = FlowStatus  # noqa: Y015
 
 @_typing.final
 class EngineInfo(_message.Message):
@@ -405,9 +502,16 @@ class SessionStarted(_message.Message):
     ENGINE_FIELD_NUMBER: _builtins.int
     LIMITS_FIELD_NUMBER: _builtins.int
     MAX_AUDIO_BYTES_PER_MESSAGE_FIELD_NUMBER: _builtins.int
+    RESUME_TOKEN_FIELD_NUMBER: _builtins.int
+    RESUME_WINDOW_FIELD_NUMBER: _builtins.int
+    RESUMED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     max_audio_bytes_per_message: _builtins.int
     """Largest `audio` payload accepted in one request."""
+    resume_token: _builtins.str
+    """Present this in StreamingConfig.resume_token to continue after a disconnect."""
+    resumed: _builtins.bool
+    """True when this stream resumed an existing session."""
     @_builtins.property
     def effective_config(self) -> Global___StreamingConfig:
         """The config as the server applies it: defaults filled in, limits clamped."""
@@ -418,6 +522,10 @@ class SessionStarted(_message.Message):
     def limits(self) -> Global___SessionLimits:
         """Effective limits of this session."""
 
+    @_builtins.property
+    def resume_window(self) -> _duration_pb2.Duration:
+        """How long after a disconnect the session waits to be resumed."""
+
     def __init__(
         self,
         *,
@@ -426,10 +534,13 @@ class SessionStarted(_message.Message):
         engine: Global___EngineInfo | None = ...,
         limits: Global___SessionLimits | None = ...,
         max_audio_bytes_per_message: _builtins.int = ...,
+        resume_token: _builtins.str = ...,
+        resume_window: _duration_pb2.Duration | None = ...,
+        resumed: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "resume_window", b"resume_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,1 @@
+"""A recognition session: intake, engine links, response log, lifecycle."""

@@ -1,0 +1,400 @@
+"""One recognition session, independent of any single client stream or engine stream.
+
+A client stream *attaches* to a session: its requests are consumed here and
+its responses are read from the session's ResponseLog. If the client vanishes,
+the session waits `resume_window_s` for it to come back with the resume token.
+The engine side is a chain of EngineLinks: if the sidecar dies or a session
+freezes, the current utterance is finalized (a seam, with a warning), a new
+link is opened and the audio the engine had not yet turned into text is
+replayed, so the transcript and its offsets continue.
+
+Backpressure: audio waits for the engine in a bounded queue; when it is full
+the client's stream is not read, and HTTP/2 flow control holds the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+import structlog
+
+from engine_sidecar._proto import engine_pb2_grpc
+from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed
+
+from .. import errors
+from ..audio.vad import SpeechBoundary
+from ..clock import Clock
+from ..config import Config
+from ..events import AudioIn, ClientInput, Ended, EndReason, FinalizeIn, FlowReport, Notice, SpeechEvent, Started
+from ..session_config import SessionConfig
+from ..transcript import UtteranceAssembler
+from .engine_link import EngineFailed, EngineFull, EngineLink, EngineLost
+from .intake import AudioIntake, Chunk
+from .log import ResponseLog
+
+log = structlog.get_logger("session")
+ENGINE_QUEUE_CHUNKS = 64  # 5 s of 80 ms chunks waiting for the engine, then the client is not read
+ENGINE_OPEN_TIMEOUT_S = 30.0
+WATCH_INTERVAL_S = 0.1
+
+
+class EngineSource(Protocol):
+    async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+                         ) -> engine_pb2_grpc.EngineStub | None: ...
+
+
+@dataclass(frozen=True)
+class _Flush:
+    marker: int
+
+
+@dataclass(frozen=True)
+class _Close:
+    pass
+
+
+EngineInput = Chunk | _Flush | _Close
+
+
+class Session:
+    def __init__(self, session_id: str, cfg: SessionConfig, server: Config, engines: EngineSource,
+                 clock: Clock, on_end: Callable[[Session], None]) -> None:
+        self.session_id = session_id
+        self.cfg = cfg
+        self.resume_token = secrets.token_urlsafe(24)
+        self.log = ResponseLog()
+        self.error: errors.StreamError | None = None
+        self.engine_restarts = 0
+        self.freeze_recoveries = 0
+        self._server = server
+        self._engines = engines
+        self._clock = clock
+        self._on_end = on_end
+        self._intake = AudioIntake(cfg, server)
+        self._assembler = UtteranceAssembler(session_id)
+        self._queue: asyncio.Queue[EngineInput] = asyncio.Queue(maxsize=ENGINE_QUEUE_CHUNKS)
+        self._replay: deque[Chunk] = deque()  # sent to the engine, not yet covered by its text
+        self._link: EngineLink | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._flush_marker = 0
+        self._input_open = True
+        self._close_sent = False
+        self._stop_input = asyncio.Event()
+        self._stop_reason = EndReason.CLIENT_END
+        self._end_reason = EndReason.CLIENT_END
+        self._end_message = ""
+        self._close_deadline: float | None = None
+        self._attached = False
+        self._detached_at: float | None = None
+        self._last_activity = clock.monotonic()
+        self._idle_warned = False
+        self._speech_unanswered_since: float | None = None
+        self._written_ms = 0
+        self._write_lag_ms = 0
+        self.ended = False
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> Started:
+        """Open the first engine link; UNAVAILABLE if no engine can take the session."""
+        self._link = await self._open_link(base_ms=0, wait_s=0.0)
+        self._spawn(self._drive_engine())
+        self._spawn(self._watch())
+        started = Started(self.session_id, self._link.engine, self._link.model, self.resume_token,
+                          self._server.resume_window_s)
+        self.log.append(started)
+        return started
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _open_link(self, base_ms: int, wait_s: float, failed: EngineLink | None = None) -> EngineLink:
+        stub = await self._engines.wait_ready(wait_s, failed.stub if failed else None)
+        retry = self._server.retry_delay_s
+        if stub is None:
+            raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting", retry)
+        link = EngineLink(stub, self.session_id, self.cfg.language_code, base_ms)
+        try:
+            await link.open(ENGINE_OPEN_TIMEOUT_S)
+        except EngineFull as exc:
+            raise errors.unavailable(errors.CAPACITY, f"engine has no free slot: {exc}", retry) from exc
+        except EngineLost as exc:
+            raise errors.unavailable(errors.ENGINE_UNAVAILABLE, f"engine could not open a session: {exc}",
+                                     retry) from exc
+        return link
+
+    # -- client side -------------------------------------------------------
+
+    def attach(self, resume_audio_bytes: int | None) -> None:
+        if self._attached:
+            raise errors.StreamError(grpc.StatusCode.FAILED_PRECONDITION, errors.SESSION_ATTACHED,
+                                     "the session is still attached to another stream")
+        if resume_audio_bytes is not None:
+            self._intake.resume_from(resume_audio_bytes)
+        self._attached = True
+        self._detached_at = None
+        self._last_activity = self._clock.monotonic()
+
+    def detach(self) -> None:
+        """The client vanished without ending the session: wait for a resume."""
+        self._attached = False
+        if self._input_open:
+            self._detached_at = self._clock.monotonic()
+            log.info("session_detached", window_s=self._server.resume_window_s)
+
+    async def consume(self, inputs: AsyncIterator[ClientInput]) -> None:
+        """Read the attached client's requests until it half-closes, errs, or input is stopped."""
+        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop_input.wait())
+        pending: asyncio.Future[Any] | None = None
+        try:
+            while self._input_open:
+                pending = pending or asyncio.ensure_future(anext(inputs, None))
+                await asyncio.wait({pending, stop}, return_when=asyncio.FIRST_COMPLETED)
+                if not pending.done():
+                    break  # stopped: drain, idle timeout
+                msg, pending = pending.result(), None
+                if msg is None:
+                    await self.finish_input(EndReason.CLIENT_END)
+                    return
+                self._last_activity = self._clock.monotonic()
+                self._idle_warned = False
+                await self._accept(msg)
+            if self._input_open:
+                await self.finish_input(self._stop_reason)
+        except errors.StreamError as exc:
+            await self.finish_input(EndReason.ERROR, exc)
+        finally:
+            stop.cancel()
+            if pending is not None:
+                pending.cancel()
+
+    async def _accept(self, msg: ClientInput) -> None:
+        now = self._clock.monotonic()
+        if isinstance(msg, AudioIn):
+            outputs, at_cap = self._intake.push(msg.data, now)
+            await self._forward(outputs)
+            if at_cap:
+                await self.finish_input(EndReason.MAX_DURATION)
+        elif isinstance(msg, FinalizeIn):
+            await self._forward(self._intake.cut(now))
+            await self._flush()
+
+    async def _forward(self, outputs: list[Chunk | SpeechBoundary]) -> None:
+        for item in outputs:
+            if isinstance(item, Chunk):
+                await self._queue.put(item)
+            else:
+                self.log.append(SpeechEvent(item.started, item.offset_ms))
+                if not item.started:
+                    await self._flush()
+
+    async def _flush(self) -> None:
+        self._flush_marker += 1
+        await self._queue.put(_Flush(self._flush_marker))
+
+    def stop_input(self, reason: EndReason) -> None:
+        """Stop taking client input (drain, idle); the session then ends with its finals."""
+        self._stop_reason = reason
+        self._stop_input.set()
+        if not self._attached and self._input_open:
+            self._spawn(self.finish_input(reason))
+
+    async def finish_input(self, reason: EndReason, error: errors.StreamError | None = None) -> None:
+        """No more client audio: flush the engine; the session ends when its finals are out."""
+        if not self._input_open:
+            return
+        self._input_open = False
+        self._end_reason, self.error = reason, error
+        self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
+        log.info("client_input_ended", reason=reason.value)
+        await self._forward(self._intake.finish(self._clock.monotonic()))
+        await self._queue.put(_Close())
+
+    # -- engine side -------------------------------------------------------
+
+    async def _drive_engine(self) -> None:
+        try:
+            while True:
+                assert self._link is not None
+                try:
+                    await self._pump(self._link)
+                    break
+                except EngineFailed as exc:
+                    self._fail(EndReason.ERROR, errors.StreamError(
+                        grpc.StatusCode.INTERNAL, errors.ENGINE_ERROR, f"the engine failed on this session: {exc}"),
+                        "the engine failed on this session")
+                    break
+                except (EngineLost, _Frozen) as exc:
+                    await self._link.cancel()
+                    if not await self._reconnect(exc):
+                        break
+        finally:
+            if self._link is not None:
+                await self._link.cancel()
+            self._complete()
+
+    async def _reconnect(self, cause: Exception) -> bool:
+        """Seam: finalize what was heard, open a fresh engine session, replay unheard audio."""
+        frozen = isinstance(cause, _Frozen)
+        if frozen:
+            self.freeze_recoveries += 1
+        else:
+            self.engine_restarts += 1
+        self._put_final()
+        what = "engine session froze; it was reset" if frozen else "speech engine restarted"
+        log.warning("engine_seam", cause=str(cause), replay_ms=sum(c.end_ms - c.start_ms for c in self._replay))
+        self.log.append(Notice("ENGINE_RESET" if frozen else "ENGINE_RESTARTED",
+                               f"{what}; the current utterance was closed and audio since then is replayed"))
+        base = self._replay[0].start_ms if self._replay else self._written_ms
+        try:
+            self._link = await self._open_link(base, self._server.engine_recovery_timeout_s, failed=self._link)
+            for chunk in list(self._replay):
+                await self._link.send_audio(chunk.pcm16, chunk.speech)
+            if self._close_sent:
+                await self._link.send_close()
+        except (errors.StreamError, EngineLost) as exc:
+            self._fail(EndReason.ENGINE_LOST, errors.unavailable(
+                errors.ENGINE_UNAVAILABLE, f"the speech engine was lost mid-session: {exc}",
+                self._server.retry_delay_s), "the speech engine stopped; reconnect to continue")
+            return False
+        return True
+
+    def _fail(self, reason: EndReason, error: errors.StreamError, message: str) -> None:
+        log.warning("session_failed", reason=reason.value, error=error.message)
+        self._put_final()
+        self._input_open = False
+        self._end_reason, self._end_message, self.error = reason, message, error
+        self._stop_input.set()
+
+    async def _pump(self, link: EngineLink) -> None:
+        writer = asyncio.ensure_future(self._write(link))
+        try:
+            while True:
+                if writer.done() and writer.exception() is not None:
+                    raise writer.exception()  # type: ignore[misc]
+                out = await link.next_output(WATCH_INTERVAL_S)
+                if out is None:
+                    self._check_frozen()
+                    if self._close_deadline is not None and self._clock.monotonic() > self._close_deadline:
+                        self._end_message = "engine did not deliver final results in time"
+                        return
+                    continue
+                self._speech_unanswered_since = None
+                if isinstance(out, Delta):
+                    self._trim_replay(out.end_ms)
+                    result = self._assembler.add(out.text, out.start_ms, out.end_ms)
+                    if result is not None and self.cfg.interim_results:
+                        self.log.append(result)
+                elif isinstance(out, Flushed):
+                    self._trim_replay(out.audio_ms)
+                    self._put_final()
+                elif isinstance(out, Diagnostic):
+                    self.log.append(Notice(f"ENGINE_{out.kind.upper()}", out.message))
+                elif isinstance(out, Closed):
+                    self._put_final()
+                    return
+        finally:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, EngineLost):
+                await writer
+
+    async def _write(self, link: EngineLink) -> None:
+        while True:
+            item = await self._queue.get()
+            if isinstance(item, Chunk):
+                self._replay.append(item)
+                self._bound_replay()
+                await link.send_audio(item.pcm16, item.speech)
+                self._written_ms = item.end_ms
+                self._write_lag_ms = int((self._clock.monotonic() - item.received_at) * 1000)
+                if item.speech and self._speech_unanswered_since is None:
+                    self._speech_unanswered_since = self._clock.monotonic()
+            elif isinstance(item, _Flush):
+                await link.send_flush(item.marker)
+            else:
+                self._close_sent = True
+                await link.send_close()
+
+    def _check_frozen(self) -> None:
+        since = self._speech_unanswered_since
+        if since is not None and self._clock.monotonic() - since > self._server.freeze_timeout_s:
+            self._speech_unanswered_since = None
+            raise _Frozen(f"speech sent but no engine output for {self._server.freeze_timeout_s:.0f}s")
+
+    def _trim_replay(self, covered_ms: int) -> None:
+        while self._replay and self._replay[0].end_ms <= covered_ms:
+            self._replay.popleft()
+
+    def _bound_replay(self) -> None:
+        limit = self._server.max_replay_ms
+        while self._replay and self._replay[-1].end_ms - self._replay[0].start_ms > limit:
+            self._replay.popleft()
+
+    def _put_final(self) -> None:
+        result = self._assembler.finalize()
+        if result is not None:
+            self.log.append(result)
+
+    def _complete(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.log.append(Ended(self._end_reason, self._end_message, self._written_ms))
+        self.log.close()
+        for task in list(self._tasks):
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._on_end(self)
+        log.info("session_ended", reason=self._end_reason.value, engine_restarts=self.engine_restarts,
+                 freeze_recoveries=self.freeze_recoveries)
+
+    # -- timers ------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        """Idle timeout (with a warning first), the resume window, and FlowStatus reports."""
+        next_flow = self._clock.monotonic()
+        while self._input_open:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            now = self._clock.monotonic()
+            if self._detached_at is not None:
+                if now - self._detached_at > self._server.resume_window_s:
+                    log.info("resume_window_passed")
+                    await self.finish_input(EndReason.CLIENT_GONE)
+                continue
+            idle = now - self._last_activity
+            timeout = self.cfg.idle_timeout_s
+            if idle > timeout:
+                self.stop_input(EndReason.IDLE_TIMEOUT)
+            elif idle > timeout * 0.5 and not self._idle_warned:
+                self._idle_warned = True
+                self.log.append(Notice("IDLE_WARNING", f"no audio or keep_alive for {idle:.1f}s; the session "
+                                       f"ends after {timeout:.1f}s without one"))
+            if self.cfg.flow_status_interval_s and now >= next_flow:
+                next_flow = now + self.cfg.flow_status_interval_s
+                self.log.append(self.flow_report())
+
+    def flow_report(self) -> FlowReport:
+        buffered = self._intake.produced_ms - self._written_ms
+        return FlowReport(acked_audio_ms=self._intake.received_ms, acked_audio_bytes=self._intake.bytes_in,
+                          buffered_audio_ms=max(buffered, 0), lag_ms=self._write_lag_ms if buffered > 0 else 0)
+
+    async def close_now(self) -> None:
+        """Last resort at shutdown: stop everything without waiting for finals."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._link is not None:
+            await self._link.cancel()
+        self._complete()
+
+
+class _Frozen(Exception):
+    pass

@@ -1,0 +1,140 @@
+"""One engine stream on the sidecar, for one stretch of a session.
+
+A session may use several links in a row (after a sidecar restart, or a reset
+of a frozen engine session); each starts its engine clock at zero, so the link
+shifts every output by `base_ms`, the session time its first audio had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+from typing import Any
+
+import grpc
+
+from engine_sidecar._proto import engine_pb2 as epb
+from engine_sidecar._proto import engine_pb2_grpc
+from engine_sidecar.convert import output_from_proto
+from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, Flushed
+
+OUTPUT_QUEUE_SIZE = 64
+
+
+class EngineLost(Exception):
+    """The stream broke: the sidecar died, restarted, or the channel closed."""
+
+
+class EngineFailed(Exception):
+    """The sidecar is alive but its engine failed this session (ABORTED)."""
+
+
+class EngineFull(Exception):
+    """The sidecar refused the session: no engine slot free."""
+
+
+def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
+    if isinstance(out, Delta):
+        return replace(out, start_ms=out.start_ms + base_ms, end_ms=out.end_ms + base_ms)
+    if isinstance(out, Flushed | Closed):
+        return replace(out, audio_ms=out.audio_ms + base_ms)
+    if isinstance(out, Diagnostic):
+        return replace(out, at_ms=out.at_ms + base_ms)
+    return out
+
+
+class EngineLink:
+    def __init__(self, stub: engine_pb2_grpc.EngineStub, session_id: str, language: str, base_ms: int) -> None:
+        self.base_ms = base_ms
+        self.stub = stub
+        self.engine = ""
+        self.model = ""
+        self._stub = stub
+        self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
+                                                        sample_rate_hz=16000))
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=OUTPUT_QUEUE_SIZE)
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self, timeout_s: float) -> None:
+        call = self._call = self._stub.Session()
+        try:
+            first = await asyncio.wait_for(self._handshake(call), timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            call.cancel()
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise EngineFull(exc.details()) from exc
+            raise EngineLost(f"{exc.code().name}: {exc.details()}") from exc
+        except (TimeoutError, asyncio.InvalidStateError) as exc:
+            call.cancel()
+            raise EngineLost(f"engine did not open the session: {exc!r}") from exc
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # we are being cancelled
+            raise EngineLost("engine channel closed while opening") from None  # grpc's doing
+        if first is grpc.aio.EOF or first.WhichOneof("output") != "opened":
+            call.cancel()
+            raise EngineLost("engine refused the session")
+        self.engine, self.model = first.opened.engine, first.opened.model
+        self._reader = asyncio.create_task(self._read())
+
+    async def _handshake(self, call: grpc.aio.StreamStreamCall) -> Any:
+        await call.write(self._open_msg)
+        return await call.read()
+
+    async def _read(self) -> None:
+        assert self._call is not None
+        failure: BaseException
+        try:
+            while (msg := await self._call.read()) is not grpc.aio.EOF:
+                out = output_from_proto(msg)
+                if out is not None:
+                    await self._outputs.put(_shifted(out, self.base_ms))
+                    if isinstance(out, Closed):
+                        return
+            failure = EngineLost("engine stream ended without closing")
+        except grpc.aio.AioRpcError as exc:
+            failure = (EngineFailed(exc.details()) if exc.code() == grpc.StatusCode.ABORTED
+                       else EngineLost(f"{exc.code().name}: {exc.details()}"))
+        except asyncio.CancelledError:
+            if self._call.cancelled():
+                raise  # our own cancel
+            failure = EngineLost("engine channel closed")  # grpc cancels reads when a dead sidecar's channel closes
+        await self._outputs.put(failure)
+
+    async def next_output(self, timeout_s: float | None) -> EngineOutput | None:
+        """The next output; None on timeout. Raises EngineLost / EngineFailed."""
+        try:
+            item = await asyncio.wait_for(self._outputs.get(), timeout_s)
+        except TimeoutError:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def write(self, msg: epb.SessionInput) -> None:
+        assert self._call is not None
+        try:
+            await self._call.write(msg)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            raise EngineLost(f"write failed: {exc!r}") from exc
+
+    async def send_audio(self, pcm16: bytes, speech: bool) -> None:
+        await self.write(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm16, speech=speech)))
+
+    async def send_flush(self, marker: int) -> None:
+        await self.write(epb.SessionInput(flush=epb.Flush(marker=marker)))
+
+    async def send_close(self) -> None:
+        await self.write(epb.SessionInput(close=epb.Close()))
+
+    async def cancel(self) -> None:
+        """Drop the engine session (the sidecar aborts it) and stop reading."""
+        if self._call is not None:
+            self._call.cancel()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
