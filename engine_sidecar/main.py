@@ -49,7 +49,9 @@ async def serve(args: argparse.Namespace) -> int:
     await engine.start()
     socket_path = Path(args.socket)
     prepare_socket(socket_path)
-    server = grpc.aio.server()
+    # A small, fixed HTTP/2 window (no BDP growth): audio queued for the engine stays
+    # bounded (~2 s per session) and the service's backpressure reaches the client.
+    server = grpc.aio.server(options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65536)])
     engine_pb2_grpc.add_EngineServicer_to_server(EngineServicer(engine), server)
     server.add_insecure_port(f"unix:{socket_path}")
     await server.start()

@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from voxgate_client._proto import speech_pb2, speech_pb2_grpc
 
+from . import compat
 from .api import SpeechServicer
 from .clock import Clock, SystemClock
 from .config import Config
@@ -52,11 +53,16 @@ class Server:
         self._grpc = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", c.max_message_bytes),
             ("grpc.so_reuseport", 0),
+            # Fixed per-stream window: at most this much unread client audio sits in the
+            # transport; beyond it HTTP/2 flow control holds the client.
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.http2.lookahead_bytes", c.max_message_bytes),
         ])
         speech_pb2_grpc.add_SpeechServicer_to_server(self._speech, self._grpc)
+        compat_services = compat.register(self._grpc, self._speech, c)  # Riva and Google STT, same sessions
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
         reflection.enable_server_reflection(
-            (SPEECH_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc)
+            (SPEECH_SERVICE, *compat_services, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc)
         self.port = self._grpc.add_insecure_port(f"{c.host}:{c.port}")
         await self._health.set("", SERVING)
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)

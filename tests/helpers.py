@@ -181,3 +181,18 @@ def paced(requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request:
         if delay > 0:
             time.sleep(delay)
         yield req
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def fake_script(tmp: Path, **script: object) -> str:
+    import json
+
+    path = tmp / f"script-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(script))
+    return str(path)

@@ -55,13 +55,13 @@ class VoxtralEngine:
         self._monitor: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        cpu = on_cpu()
+        set_env_defaults(cpu)
         try:
             version = check_vllm_version()
         except Exception as exc:
             log.error("vllm_version_mismatch", error=str(exc))
             raise
-        cpu = on_cpu()
-        set_env_defaults(cpu)
         self._children.install()
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.model_executor.model_loader import get_model_cls

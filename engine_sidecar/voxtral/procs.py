@@ -10,22 +10,25 @@ interpreter. The Worker dies with the EngineCore through vLLM's own death pipe.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from .options import VLLM_VERSION
 
+COMMON_ENV_DEFAULTS = {
+    # The sidecar's stdout carries the READY handshake the service waits for; vLLM logs to stdout by default.
+    "VLLM_LOGGING_STREAM": "ext://sys.stderr",
+    "HF_HUB_OFFLINE": "1",  # models are local paths; never reach for a hub at run time
+}
 CPU_ENV_DEFAULTS = {
     "VLLM_HOST_IP": "127.0.0.1",  # engine-internal sockets stay on loopback
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; vLLM's CPU default would take far more
-    "HF_HUB_OFFLINE": "1",  # models are local paths; never reach for a hub at run time
 }
 GPU_ENV_DEFAULTS = {
-    "HF_HUB_OFFLINE": "1",
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
 }
 PARENT_ENV = "VOXGATE_PDEATHSIG_PARENT"
@@ -77,29 +80,44 @@ def on_cpu() -> bool:
 
 
 def set_env_defaults(cpu: bool) -> None:
-    for key, value in (CPU_ENV_DEFAULTS if cpu else GPU_ENV_DEFAULTS).items():
+    """Before vLLM is first imported: it reads its environment at import time."""
+    for key, value in {**COMMON_ENV_DEFAULTS, **(CPU_ENV_DEFAULTS if cpu else GPU_ENV_DEFAULTS)}.items():
         os.environ.setdefault(key, value)
 
 
 class ChildrenDieWithUs:
-    """Installs the PDEATHSIG spawn wrapper for this process; undo with close()."""
+    """Installs the PDEATHSIG spawn wrapper for this process; undo with close().
+
+    The wrapper lives at a fixed per-user, per-interpreter path and is never deleted: a SIGKILLed
+    sidecar could not clean up after itself, and a spawn may happen at any time (resource tracker).
+    """
 
     def __init__(self) -> None:
-        self._dir: Path | None = None
-        self._previous = sys.executable
+        self._installed = False
+
+    @staticmethod
+    def wrapper_path() -> Path:
+        tag = hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"voxgate-spawn-{os.getuid()}" / f"python-{tag}"
 
     def install(self) -> None:
         if not sys.platform.startswith("linux"):
             return
-        self._dir = Path(tempfile.mkdtemp(prefix="voxgate-spawn-"))
-        wrapper = self._dir / "python"
-        wrapper.write_text(_WRAPPER.format(python=sys.executable, parent_env=PARENT_ENV))
-        wrapper.chmod(0o700)
+        wrapper = self.wrapper_path()
+        content = _WRAPPER.format(python=sys.executable, parent_env=PARENT_ENV)
+        wrapper.parent.mkdir(mode=0o700, exist_ok=True)
+        if wrapper.parent.stat().st_uid != os.getuid():
+            raise RuntimeError(f"{wrapper.parent} belongs to another user")
+        if not wrapper.exists() or wrapper.read_text() != content:
+            tmp = wrapper.with_suffix(f".{os.getpid()}")
+            tmp.write_text(content)
+            tmp.chmod(0o700)
+            tmp.replace(wrapper)  # atomic: a concurrent sidecar never runs a half-written file
         os.environ[PARENT_ENV] = str(os.getpid())
         multiprocessing.set_executable(str(wrapper))
+        self._installed = True
 
     def close(self) -> None:
-        if self._dir is not None:
-            multiprocessing.set_executable(self._previous)
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        if self._installed:
+            multiprocessing.set_executable(sys.executable)
+            self._installed = False

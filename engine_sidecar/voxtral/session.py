@@ -26,9 +26,11 @@ from .options import VoxtralOptions
 from .rollover import RolloverPolicy
 from .stream import RequestStream
 from .timing import StreamGeometry
-from .watchdog import FREEZE, Watchdog
+from .watchdog import FREEZE, RUT, Watchdog
 
 log = structlog.get_logger("voxtral")
+COUNTERS = {"rollover": "rollovers", RUT: "rut_recoveries", FREEZE: "freeze_recoveries",
+            "warning": "early_request_ends"}
 
 
 @dataclass
@@ -58,11 +60,13 @@ class VoxtralSession:
         self._covered_ms = 0  # session audio that every emitted token now accounts for
         self._flushes: deque[tuple[int, int]] = deque()  # (marker, audio_ms) not yet acknowledged
         self._pending_ids: list[int] = []  # textless non-blank tokens, carried into the next delta
+        self._pending_start_ms = 0
         self._progress = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._error: BaseException | None = None
         self._released = False
         self._closing = False
+        self._reader_slow = False  # a driver waits for room in the output channel: not an engine freeze
         self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.freeze_timeout_s,
                              self._g.frame_ms, ctx.clock)
         self._stream = self._start_stream(0, None, None)
@@ -75,7 +79,7 @@ class VoxtralSession:
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         self._raise_if_failed()
         self._dog.on_audio(len(pcm16) // BYTES_PER_MS, speech)
-        if (kind := self._dog.check(self._excess_backlog_ms())) is not None:
+        if (kind := self._dog.check(self._excess_backlog_ms())) is not None and not self._reader_slow:
             await self._recover(kind)
         while pcm16:
             n = len(pcm16) // 2
@@ -157,7 +161,7 @@ class VoxtralSession:
         old = self._stream
         old.end()
         at_ms = old.offset_ms + old.audio_ms
-        self._ctx.count(f"{kind}s" if kind != "warning" else "early_request_ends")
+        self._ctx.count(COUNTERS[kind])
         log.info("session_rollover", session_id=self._id, kind=kind, at_ms=at_ms)
         self._pending_ids = []
         self._stream = self._start_stream(at_ms, old, Diagnostic(kind=kind, message=message, at_ms=at_ms))
@@ -191,9 +195,15 @@ class VoxtralSession:
         start, end = self._g.token_span_ms(k, stream.offset_ms, stream.audio_ms)
         if text or self._ctx.options.emit_empty_deltas:
             ids = (*self._pending_ids, token_id)
-            await self._out.put(Delta(text=text, start_ms=start, end_ms=end, token_ids=ids))
+            if self._pending_ids:  # a word whose first tokens had no text of their own starts there
+                start = self._pending_start_ms
             self._pending_ids = []
+            self._reader_slow = True
+            await self._out.put(Delta(text=text, start_ms=start, end_ms=end, token_ids=ids))
+            self._reader_slow = False
         elif not blank:
+            if not self._pending_ids:
+                self._pending_start_ms = start
             self._pending_ids.append(token_id)
         self._covered_ms = max(self._covered_ms, end)
         await self._ack_flushes()
@@ -225,7 +235,8 @@ class VoxtralSession:
             try:
                 await asyncio.wait_for(self._progress.wait(), timeout)
             except TimeoutError:
-                await self._recover(FREEZE)
+                if not self._reader_slow:
+                    await self._recover(FREEZE)
         self._raise_if_failed()
 
     def _fail(self, exc: BaseException) -> None:

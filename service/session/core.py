@@ -289,6 +289,8 @@ class Session:
                         return
                     continue
                 self._speech_unanswered_since = None
+                if self._close_deadline is not None:  # the engine is making progress: keep waiting
+                    self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
                 if isinstance(out, Delta):
                     self._trim_replay(out.end_ms)
                     result = self._assembler.add(out.text, out.start_ms, out.end_ms)

@@ -1,0 +1,284 @@
+// Command transcribe streams a WAV file to a voxgate server and prints each
+// final result as "[start → end] text", like `voxgate transcribe`.
+//
+//	transcribe WAV [-server host:port] [-no-pace] [-speed N]
+//
+// The WAV must be 16-bit PCM; stereo (or more channels) is downmixed to mono.
+// Audio goes as LINEAR16 at the file's own rate (the server resamples), in
+// 100 ms messages, paced in real time unless -no-pace.
+//
+// Exit status: 0 on success, 1 when the RPC fails (the status code and the
+// google.rpc.ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	pb "voxgate.dev/clients/go/voxgatev1"
+)
+
+const chunkMs = 100
+
+// wavPCM is mono signed 16-bit little-endian PCM and its sample rate.
+type wavPCM struct {
+	sampleRate int
+	channels   int
+	pcm        []byte
+}
+
+// readWav parses a RIFF/WAVE file of 16-bit integer PCM, averaging all channels to mono.
+func readWav(path string) (*wavPCM, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < 12 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WAVE" {
+		return nil, errors.New("not a RIFF/WAVE file")
+	}
+	var format, channels, bits uint16
+	var rate uint32
+	var samples []byte
+	haveFmt := false
+	for pos := 12; pos+8 <= len(data); {
+		id := string(data[pos : pos+4])
+		size := int(binary.LittleEndian.Uint32(data[pos+4 : pos+8]))
+		end := pos + 8 + size
+		if end > len(data) || end < pos {
+			end = len(data)
+		}
+		body := data[pos+8 : end]
+		switch id {
+		case "fmt ":
+			if len(body) < 16 {
+				return nil, errors.New("short fmt chunk")
+			}
+			format = binary.LittleEndian.Uint16(body[0:2])
+			channels = binary.LittleEndian.Uint16(body[2:4])
+			rate = binary.LittleEndian.Uint32(body[4:8])
+			bits = binary.LittleEndian.Uint16(body[14:16])
+			if format == 0xfffe && len(body) >= 26 { // WAVE_FORMAT_EXTENSIBLE: the sub-format GUID starts with the tag
+				format = binary.LittleEndian.Uint16(body[24:26])
+			}
+			haveFmt = true
+		case "data":
+			samples = body
+		}
+		pos += 8 + size + size%2 // chunks are word-aligned
+	}
+	if !haveFmt || samples == nil {
+		return nil, errors.New("WAV file without fmt or data chunk")
+	}
+	if format != 1 || bits != 16 {
+		return nil, fmt.Errorf("unsupported WAV encoding (format %d, %d bits): 16-bit PCM only", format, bits)
+	}
+	if channels < 1 {
+		return nil, errors.New("WAV file with no channels")
+	}
+	n := int(channels)
+	frames := len(samples) / (2 * n)
+	pcm := make([]byte, 2*frames)
+	for i := 0; i < frames; i++ {
+		sum := 0
+		for c := 0; c < n; c++ {
+			sum += int(int16(binary.LittleEndian.Uint16(samples[2*(i*n+c):])))
+		}
+		binary.LittleEndian.PutUint16(pcm[2*i:], uint16(int16(sum/n)))
+	}
+	return &wavPCM{sampleRate: int(rate), channels: n, pcm: pcm}, nil
+}
+
+// sendAudio sends the config, then the audio in chunkMs pieces paced at `pace` x real
+// time (0: as fast as flow control allows), then half-closes.
+func sendAudio(stream pb.Speech_StreamingRecognizeClient, wav *wavPCM, pace float64) error {
+	config := &pb.StreamingConfig{
+		Encoding:          pb.AudioEncoding_AUDIO_ENCODING_LINEAR16,
+		SampleRateHz:      int32(wav.sampleRate),
+		AudioChannelCount: 1,
+		InterimResults:    true,
+	}
+	if err := stream.Send(&pb.StreamingRecognizeRequest{
+		Request: &pb.StreamingRecognizeRequest_Config{Config: config},
+	}); err != nil {
+		return err
+	}
+	chunk := wav.sampleRate * chunkMs / 1000 * 2
+	if chunk < 2 {
+		chunk = 2
+	}
+	start := time.Now()
+	bytesPerSecond := float64(wav.sampleRate * 2)
+	for sent := 0; sent < len(wav.pcm); sent += chunk {
+		if pace > 0 {
+			due := start.Add(time.Duration(float64(sent) / bytesPerSecond / pace * float64(time.Second)))
+			time.Sleep(time.Until(due))
+		}
+		end := sent + chunk
+		if end > len(wav.pcm) {
+			end = len(wav.pcm)
+		}
+		if err := stream.Send(&pb.StreamingRecognizeRequest{
+			Request: &pb.StreamingRecognizeRequest_Audio{Audio: wav.pcm[sent:end]},
+		}); err != nil {
+			return err // io.EOF: the server ended the call; Recv reports the status
+		}
+	}
+	return stream.CloseSend()
+}
+
+// describe renders a failed call's status like the other clients:
+// "INVALID_ARGUMENT (UNSUPPORTED_AUDIO_FORMAT): message; field: description; retry in 2s".
+func describe(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	head := codeName(st.Code().String())
+	var extra []string
+	for _, detail := range st.Details() {
+		switch d := detail.(type) {
+		case *errdetails.ErrorInfo:
+			head += " (" + d.GetReason() + ")"
+		case *errdetails.BadRequest:
+			for _, v := range d.GetFieldViolations() {
+				extra = append(extra, v.GetField()+": "+v.GetDescription())
+			}
+		case *errdetails.RetryInfo:
+			delay := d.GetRetryDelay()
+			secs := float64(delay.GetSeconds()) + float64(delay.GetNanos())/1e9
+			extra = append(extra, fmt.Sprintf("retry in %gs", secs))
+		}
+	}
+	line := head + ": " + st.Message()
+	for _, e := range extra {
+		line += "; " + e
+	}
+	return line
+}
+
+// codeName turns grpc-go's code names (InvalidArgument) into the canonical ones (INVALID_ARGUMENT).
+func codeName(name string) string {
+	if name == "Canceled" {
+		return "CANCELLED"
+	}
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' && !(name[i-1] >= 'A' && name[i-1] <= 'Z') {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+func seconds(d interface {
+	GetSeconds() int64
+	GetNanos() int32
+}) float64 {
+	return float64(d.GetSeconds()) + float64(d.GetNanos())/1e9
+}
+
+// parseArgs accepts flags before and after the WAV path.
+func parseArgs(args []string) (server string, pace float64, file string, err error) {
+	fs := flag.NewFlagSet("transcribe", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&server, "server", "127.0.0.1:50051", "voxgate server host:port")
+	noPace := fs.Bool("no-pace", false, "send audio as fast as possible, not in real time")
+	fs.Float64Var(&pace, "speed", 1, "pace at this multiple of real time")
+	var positional []string
+	for {
+		if err = fs.Parse(args); err != nil {
+			return
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		err = errors.New("exactly one WAV file is required")
+		return
+	}
+	if pace <= 0 {
+		err = errors.New("-speed must be positive")
+		return
+	}
+	if *noPace {
+		pace = 0
+	}
+	return server, pace, positional[0], nil
+}
+
+func run() int {
+	server, pace, file, err := parseArgs(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N]\ntranscribe: error: %v\n", err)
+		return 2
+	}
+	wav, err := readWav(file)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "transcribe: error: cannot read %s: %v\n", file, err)
+		return 2
+	}
+	// grpc-go 1.33 (Debian bookworm) has WithInsecure, not insecure.NewCredentials().
+	conn, err := grpc.Dial(server, grpc.WithInsecure())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "transcribe: error: %v\n", err)
+		return 1
+	}
+	defer conn.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := pb.NewSpeechClient(conn).StreamingRecognize(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
+		return 1
+	}
+	go func() { _ = sendAudio(stream, wav, pace) }()
+
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
+			return 1
+		}
+		switch r := resp.GetResponse().(type) {
+		case *pb.StreamingRecognizeResponse_Result:
+			text := strings.TrimSpace(r.Result.GetText())
+			if r.Result.GetIsFinal() && text != "" {
+				fmt.Printf("[%.2fs → %.2fs] %s\n", seconds(r.Result.GetStartOffset()), seconds(r.Result.GetEndOffset()), text)
+			}
+		case *pb.StreamingRecognizeResponse_Warning:
+			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", r.Warning.GetCode(), r.Warning.GetMessage())
+		case *pb.StreamingRecognizeResponse_Ended:
+			if reason := r.Ended.GetReason(); reason != pb.SessionEndReason_SESSION_END_REASON_CLIENT_END {
+				name := strings.ToLower(strings.TrimPrefix(reason.String(), "SESSION_END_REASON_"))
+				msg := ""
+				if r.Ended.GetMessage() != "" {
+					msg = ": " + r.Ended.GetMessage()
+				}
+				fmt.Fprintf(os.Stderr, "session ended: %s%s\n", name, msg)
+			}
+		}
+	}
+}
+
+func main() {
+	os.Exit(run())
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env node
+'use strict';
+// Transcribe a WAV file with a voxgate server; prints each final result as
+// "[start → end] text", like `voxgate transcribe`.
+//
+//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N]
+//
+// Exit status: 0 on success, 1 when the RPC fails (the status code and
+// ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
+const voxgate = require('..');
+
+const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N]';
+
+function parseArgs(argv) {
+  const args = { server: '127.0.0.1:50051', pace: 1, file: null };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${arg} needs a value`);
+      return argv[++i];
+    };
+    if (arg === '--server') args.server = value();
+    else if (arg.startsWith('--server=')) args.server = arg.slice('--server='.length);
+    else if (arg === '--no-pace') args.pace = null;
+    else if (arg === '--speed') {
+      args.pace = Number(value());
+      if (!(args.pace > 0)) throw new Error('--speed must be a positive number');
+    } else if (arg === '-h' || arg === '--help') {
+      console.log(USAGE);
+      process.exit(0);
+    } else if (arg.startsWith('--')) throw new Error(`unknown option ${arg}`);
+    else if (args.file === null) args.file = arg;
+    else throw new Error(`unexpected argument ${arg}`);
+  }
+  if (args.file === null) throw new Error('a WAV file is required');
+  return args;
+}
+
+async function main() {
+  let args;
+  try {
+    args = parseArgs(process.argv.slice(2));
+  } catch (e) {
+    console.error(`${USAGE}\ntranscribe.js: error: ${e.message}`);
+    return 2;
+  }
+  try {
+    voxgate.readWav(args.file); // fail early, with exit status 2, on an unreadable file
+  } catch (e) {
+    console.error(`transcribe.js: error: cannot read ${args.file}: ${e.message}`);
+    return 2;
+  }
+  const client = voxgate.createClient(args.server);
+  const onResponse = (r) => {
+    if (r.response === 'result' && r.result.is_final && r.result.text.trim()) {
+      const start = voxgate.seconds(r.result.start_offset).toFixed(2);
+      const end = voxgate.seconds(r.result.end_offset).toFixed(2);
+      process.stdout.write(`[${start}s → ${end}s] ${r.result.text.trim()}\n`);
+    } else if (r.response === 'warning') {
+      console.error(`warning: ${r.warning.code}: ${r.warning.message}`);
+    } else if (r.response === 'ended' && r.ended.reason !== 'SESSION_END_REASON_CLIENT_END') {
+      const reason = r.ended.reason.replace('SESSION_END_REASON_', '').toLowerCase();
+      console.error(`session ended: ${reason}${r.ended.message ? `: ${r.ended.message}` : ''}`);
+    }
+  };
+  try {
+    await voxgate.transcribeWav(client, args.file, { pace: args.pace, onResponse });
+    return 0;
+  } catch (err) {
+    const details = err.statusDetails || voxgate.errorDetails(err);
+    console.error(`transcribe.js: error: ${voxgate.formatError(details)}`);
+    return 1;
+  } finally {
+    client.close();
+  }
+}
+
+main().then((code) => {
+  process.exitCode = code;
+});

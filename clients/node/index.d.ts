@@ -1,0 +1,83 @@
+// Types of index.js (hand-written); the message and service types are generated into
+// ./types by scripts/gen_clients.sh (proto-loader-gen-types, same options as LOADER_OPTIONS).
+import * as grpc from '@grpc/grpc-js';
+import type { Options } from '@grpc/proto-loader';
+import type { ProtoGrpcType } from './types/speech';
+import type { SpeechClient } from './types/voxgate/v1/Speech';
+import type { StreamingConfig } from './types/voxgate/v1/StreamingConfig';
+import type { StreamingRecognizeResponse__Output } from './types/voxgate/v1/StreamingRecognizeResponse';
+import type { RecognitionResult__Output } from './types/voxgate/v1/RecognitionResult';
+import type { SessionEnded__Output } from './types/voxgate/v1/SessionEnded';
+import type { Duration__Output } from './types/google/protobuf/Duration';
+
+export { grpc };
+export type {
+  SpeechClient,
+  StreamingConfig,
+  StreamingRecognizeResponse__Output as StreamingRecognizeResponse,
+  RecognitionResult__Output as RecognitionResult,
+};
+
+export const LOADER_OPTIONS: Options;
+export const PROTO_DIR: string;
+
+export function loadApi(): ProtoGrpcType['voxgate']['v1'];
+export function createClient(
+  target: string,
+  opts?: { credentials?: grpc.ChannelCredentials; options?: grpc.ClientOptions },
+): SpeechClient;
+
+export interface Wav {
+  sampleRate: number;
+  channels: number;
+  /** Mono signed 16-bit little-endian PCM. */
+  pcm: Buffer;
+}
+export function readWav(source: string | Buffer): Wav;
+export function chunks(data: Buffer, size: number): Generator<Buffer>;
+export function seconds(duration: Duration__Output | null | undefined): number;
+
+export interface ErrorDetails {
+  code: string;
+  message: string;
+  reason?: string;
+  domain?: string;
+  metadata?: Record<string, string>;
+  retryDelaySeconds?: number;
+  fieldViolations?: { field: string; description: string }[];
+}
+export function errorDetails(err: grpc.ServiceError): ErrorDetails;
+export function formatError(details: ErrorDetails): string;
+
+export interface StreamOptions {
+  /** Speed against real time (1 = real time); null or 0: no pacing. */
+  pace?: number | null;
+  bytesPerSecond?: number;
+  onResponse?: (response: StreamingRecognizeResponse__Output) => void;
+  metadata?: grpc.Metadata;
+  deadline?: grpc.Deadline;
+}
+export interface StreamResult {
+  responses: StreamingRecognizeResponse__Output[];
+  finals: RecognitionResult__Output[];
+  ended: SessionEnded__Output | null;
+}
+/** Rejects with a grpc.ServiceError that has `statusDetails: ErrorDetails`. */
+export function streamRecognize(
+  client: SpeechClient,
+  config: StreamingConfig,
+  audio: Iterable<Buffer> | AsyncIterable<Buffer>,
+  options?: StreamOptions,
+): Promise<StreamResult>;
+
+export interface TranscribeWavOptions extends Omit<StreamOptions, 'bytesPerSecond'> {
+  chunkMs?: number;
+  interimResults?: boolean;
+  wordTimeOffsets?: boolean;
+  languageCode?: string;
+}
+export function transcribeWav(
+  client: SpeechClient,
+  wav: string | Buffer,
+  options?: TranscribeWavOptions,
+): Promise<StreamResult>;

@@ -1,0 +1,31 @@
+// Original file: proto/voxgate/v1/speech.proto
+
+import type { AudioEncoding as _voxgate_v1_AudioEncoding, AudioEncoding__Output as _voxgate_v1_AudioEncoding__Output } from '../../voxgate/v1/AudioEncoding';
+import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from '../../voxgate/v1/EngineInfo';
+import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
+
+export interface GetCapabilitiesResponse {
+  'encodings'?: (_voxgate_v1_AudioEncoding)[];
+  'min_sample_rate_hz'?: (number);
+  'max_sample_rate_hz'?: (number);
+  'max_audio_channel_count'?: (number);
+  'languages'?: (string)[];
+  'engine'?: (_voxgate_v1_EngineInfo | null);
+  'max_limits'?: (_voxgate_v1_SessionLimits | null);
+  'max_audio_bytes_per_message'?: (number);
+  'max_sessions'?: (number);
+  'active_sessions'?: (number);
+}
+
+export interface GetCapabilitiesResponse__Output {
+  'encodings': (_voxgate_v1_AudioEncoding__Output)[];
+  'min_sample_rate_hz': (number);
+  'max_sample_rate_hz': (number);
+  'max_audio_channel_count': (number);
+  'languages': (string)[];
+  'engine': (_voxgate_v1_EngineInfo__Output | null);
+  'max_limits': (_voxgate_v1_SessionLimits__Output | null);
+  'max_audio_bytes_per_message': (number);
+  'max_sessions': (number);
+  'active_sessions': (number);
+}

@@ -1,0 +1,28 @@
+// Original file: proto/voxgate/v1/speech.proto
+
+import type { StreamingConfig as _voxgate_v1_StreamingConfig, StreamingConfig__Output as _voxgate_v1_StreamingConfig__Output } from '../../voxgate/v1/StreamingConfig';
+import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from '../../voxgate/v1/EngineInfo';
+import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
+import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from '../../google/protobuf/Duration';
+
+export interface SessionStarted {
+  'session_id'?: (string);
+  'effective_config'?: (_voxgate_v1_StreamingConfig | null);
+  'engine'?: (_voxgate_v1_EngineInfo | null);
+  'limits'?: (_voxgate_v1_SessionLimits | null);
+  'max_audio_bytes_per_message'?: (number);
+  'resume_token'?: (string);
+  'resume_window'?: (_google_protobuf_Duration | null);
+  'resumed'?: (boolean);
+}
+
+export interface SessionStarted__Output {
+  'session_id': (string);
+  'effective_config': (_voxgate_v1_StreamingConfig__Output | null);
+  'engine': (_voxgate_v1_EngineInfo__Output | null);
+  'limits': (_voxgate_v1_SessionLimits__Output | null);
+  'max_audio_bytes_per_message': (number);
+  'resume_token': (string);
+  'resume_window': (_google_protobuf_Duration__Output | null);
+  'resumed': (boolean);
+}

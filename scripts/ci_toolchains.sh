@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Toolchains CI needs beyond Python, for the Node and Go client tests
+# (tests/integration/test_other_clients.py) and scripts/gen_clients.sh:
+#   Go and the Go gRPC/protobuf packages, built offline in GOPATH mode from Debian packages;
+#   protoc with protoc-gen-go and protoc-gen-go-grpc (to check the generated Go code).
+# node and npm are expected on the machine already; buf comes with the venv (dev extra).
+# Idempotent: installs only what is missing (apt-get, as root or through sudo); silent when
+# everything is there.
+set -euo pipefail
+
+PACKAGES=(
+    golang-go
+    protobuf-compiler
+    protoc-gen-go
+    protoc-gen-go-grpc
+    golang-google-grpc-dev
+    golang-google-genproto-dev
+    golang-google-protobuf-dev
+    golang-github-golang-protobuf-1-5-dev  # not golang-goprotobuf-dev: it conflicts
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "ci_toolchains.sh: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+        sudo=(sudo)
+    fi
+    echo "ci_toolchains.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq >/dev/null
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+for tool in node npm go protoc protoc-gen-go protoc-gen-go-grpc; do
+    command -v "$tool" >/dev/null || { echo "ci_toolchains.sh: $tool not found on PATH" >&2; exit 1; }
+done

@@ -1,0 +1,156 @@
+"""What the compatibility endpoints share: request streams → voxgate inputs, sessions, errors.
+
+A compat servicer turns its first request into a voxgate `StreamingConfig`, its
+audio requests into `ClientInput`, and runs the session through
+`SpeechServicer.run_session` — the same validation, admission, limits and drain
+as voxgate.v1 — then maps the `SessionOutput`s back into its own responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import replace
+from typing import Any
+
+import grpc
+import structlog
+
+from voxgate_client._proto import speech_pb2 as pb
+
+from .. import errors
+from ..api import SpeechServicer
+from ..events import AudioIn, ClientInput, EndReason, KeepAliveIn, SessionOutput, Started
+from ..session_config import SessionConfig
+from ..transcript import Result
+
+log = structlog.get_logger("compat")
+
+# voxgate's field names (StreamError.field) → the compat APIs' names, below their config message.
+FIELD_NAMES = {
+    "config.encoding": "encoding",
+    "config.sample_rate_hz": "sample_rate_hertz",
+    "config.audio_channel_count": "audio_channel_count",
+    "config.language_code": "language_code",
+}
+
+
+def field_map(config_prefix: str, audio_field: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """voxgate field → the compat request's field path (e.g. "streaming_config.config.sample_rate_hertz")."""
+    names = {k: config_prefix + v for k, v in {**FIELD_NAMES, **(extra or {})}.items()}
+    names["audio"] = audio_field
+    return names
+
+
+def voxgate_config(*, encoding: pb.AudioEncoding.ValueType, sample_rate_hz: int, channels: int, language_code: str,
+                   interim_results: bool, word_time_offsets: bool, silence_ms: int = 0) -> pb.StreamingConfig:
+    """The voxgate.v1 config a compat config maps to; G.711 without a rate means 8 kHz."""
+    if not sample_rate_hz and encoding in (pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW):
+        sample_rate_hz = 8000
+    return pb.StreamingConfig(
+        encoding=encoding, sample_rate_hz=sample_rate_hz, audio_channel_count=channels,
+        language_code=language_code, interim_results=interim_results, enable_word_time_offsets=word_time_offsets,
+        endpointing=pb.EndpointingConfig(silence_ms=silence_ms))
+
+
+def audio_pieces(data: bytes, limit: int) -> Iterator[AudioIn]:
+    """Compat audio messages may be larger than voxgate's per-message limit: split them (on whole samples)."""
+    step = max(2, limit - limit % 2)
+    for i in range(0, len(data), step):
+        yield AudioIn(data[i:i + step])
+
+
+async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: str, limit: int,
+                        stop: asyncio.Event) -> AsyncIterator[ClientInput]:
+    """Audio requests → voxgate inputs until the client half-closes or `stop` is set (single utterance).
+
+    A second config is a PROTOCOL_ORDER error; a request with no audio (empty, or only a Riva `id`)
+    is a keep-alive.
+    """
+    stopped = asyncio.ensure_future(stop.wait())
+    pending: asyncio.Future[Any] | None = None
+    try:
+        while not stop.is_set():
+            pending = asyncio.ensure_future(anext(requests, None))
+            done, _ = await asyncio.wait({pending, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if pending not in done:
+                return
+            msg, pending = pending.result(), None
+            if msg is None:
+                return
+            kind = msg.WhichOneof(oneof)
+            if kind == audio_field and getattr(msg, audio_field):
+                for piece in audio_pieces(getattr(msg, audio_field), limit):
+                    yield piece
+            elif kind in (None, audio_field):
+                yield KeepAliveIn()
+            else:
+                raise errors.protocol_order(f"{kind} may only be sent once, in the first request")
+    finally:
+        stopped.cancel()
+        if pending is not None:  # stopped early, or the session ended without reading on
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.RpcError, StopAsyncIteration):
+                await pending
+
+
+async def whole_audio(data: bytes, limit: int) -> AsyncIterator[ClientInput]:
+    """The inputs of a unary Recognize: all of its audio, then the end of the stream."""
+    for piece in audio_pieces(data, limit):
+        yield piece
+
+
+async def session(speech: SpeechServicer, api: str, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput],
+                  context: grpc.aio.ServicerContext) -> AsyncIterator[tuple[SessionConfig, SessionOutput]]:
+    """One voxgate session for a compat RPC: (effective config, output) from Started to Ended.
+
+    SpeechServicer.run_session does validation, admission, limits and drain exactly as for
+    voxgate.v1; a refused or failed session raises StreamError after its last output. The vendor
+    protocols cannot resume, so a session whose client vanished is ended (with its finals, unread)
+    rather than left waiting for a resume.
+    """
+    structlog.contextvars.bind_contextvars(peer=context.peer(), api=api)
+    token, completed = "", False
+    outputs = speech.run_session(config, inputs)
+    try:
+        async for _seq, out, cfg in outputs:
+            if isinstance(out, Started):
+                token = out.resume_token
+            yield cfg, out
+        completed = True
+    finally:
+        if not completed:
+            await outputs.aclose()  # type: ignore[attr-defined]  # an async generator: let it detach first
+            _end_detached(speech, token)
+        structlog.contextvars.unbind_contextvars("session_id", "peer", "api")
+
+
+def _end_detached(speech: SpeechServicer, token: str) -> None:
+    for live in speech.sessions:
+        if token and live.resume_token == token:
+            live.stop_input(EndReason.CLIENT_END)
+
+
+async def finals(speech: SpeechServicer, api: str, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput],
+                 context: grpc.aio.ServicerContext) -> tuple[SessionConfig, list[Result]]:
+    """Run a whole session (unary Recognize): its effective config and its final results."""
+    effective: SessionConfig | None = None
+    results: list[Result] = []
+    async for cfg, out in session(speech, api, config, inputs, context):
+        effective = cfg
+        if isinstance(out, Result) and out.is_final:
+            results.append(out)
+    assert effective is not None, "run_session yields Started first or raises"
+    return effective, results
+
+
+def renamed(exc: errors.StreamError, names: Mapping[str, str]) -> errors.StreamError:
+    """The same error, naming the field as the compat API's request does."""
+    return replace(exc, field=names[exc.field]) if exc.field in names else exc
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: errors.StreamError, names: Mapping[str, str]) -> None:
+    exc = renamed(exc, names)
+    log.info("compat_error", code=exc.code.name, reason=exc.reason, field=exc.field, error=exc.message)
+    await context.abort(exc.code, exc.message, trailing_metadata=exc.trailing_metadata())

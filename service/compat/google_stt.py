@@ -1,0 +1,125 @@
+"""Google Cloud Speech-to-Text v1 (`google.cloud.speech.v1.Speech`) served on voxgate sessions.
+
+StreamingRecognize (interim results, single_utterance, voice activity events)
+and Recognize (inline audio as one session). Which fields are honoured:
+docs/compat.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+from google.protobuf import duration_pb2
+
+from voxgate_client._proto import speech_pb2 as pb
+
+from .. import errors
+from ..api import SpeechServicer
+from ..config import Config
+from ..events import SpeechEvent
+from ..transcript import Result
+from . import adapter
+from ._proto import cloud_speech_pb2 as gs
+from ._proto import cloud_speech_pb2_grpc
+
+SERVICE = gs.DESCRIPTOR.services_by_name["Speech"].full_name
+AudioEncoding = gs.RecognitionConfig.AudioEncoding
+EventType = gs.StreamingRecognizeResponse.SpeechEventType
+ENCODINGS = {
+    AudioEncoding.LINEAR16: pb.AUDIO_ENCODING_LINEAR16,
+    AudioEncoding.MULAW: pb.AUDIO_ENCODING_MULAW,
+}
+STREAM_FIELDS = adapter.field_map("streaming_config.config.", "audio_content")
+UNARY_FIELDS = adapter.field_map("config.", "audio.content")
+# Voxgate's interim text is append-only: what an interim result says is never revised.
+INTERIM_STABILITY = 1.0
+
+
+def _duration(ms: int) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def voxgate_config(rc: gs.RecognitionConfig, interim_results: bool, prefix: str) -> pb.StreamingConfig:
+    if rc.encoding not in ENCODINGS:
+        name = AudioEncoding.Name(rc.encoding) if rc.encoding in AudioEncoding.values() else str(rc.encoding)
+        raise errors.unsupported_format(
+            prefix + "encoding", f"encoding must be LINEAR16 or MULAW for headerless audio (got {name})")
+    return adapter.voxgate_config(
+        encoding=ENCODINGS[rc.encoding], sample_rate_hz=rc.sample_rate_hertz, channels=rc.audio_channel_count,
+        language_code=rc.language_code, interim_results=interim_results,
+        word_time_offsets=rc.enable_word_time_offsets)
+
+
+def _alternative(r: Result, words: bool) -> gs.SpeechRecognitionAlternative:
+    alt = gs.SpeechRecognitionAlternative(transcript=r.text)
+    if words and r.is_final:
+        alt.words.extend(gs.WordInfo(word=w.word, start_time=_duration(w.start_ms), end_time=_duration(w.end_ms))
+                         for w in r.words)
+    return alt
+
+
+def streaming_result(r: Result, language: str, words: bool) -> gs.StreamingRecognitionResult:
+    return gs.StreamingRecognitionResult(
+        alternatives=[_alternative(r, words)], is_final=r.is_final,
+        stability=0.0 if r.is_final else INTERIM_STABILITY, result_end_time=_duration(r.end_ms),
+        language_code=language)
+
+
+def _event(kind: int, offset_ms: int) -> gs.StreamingRecognizeResponse:
+    return gs.StreamingRecognizeResponse(speech_event_type=kind,  # type: ignore[arg-type]
+                                         speech_event_time=_duration(offset_ms))
+
+
+class GoogleSpeechServicer(cloud_speech_pb2_grpc.SpeechServicer):
+    def __init__(self, speech: SpeechServicer, config: Config) -> None:
+        self._speech = speech
+        self._limit = config.max_audio_bytes_per_message
+
+    async def StreamingRecognize(
+        self, request_iterator: AsyncIterator[gs.StreamingRecognizeRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[gs.StreamingRecognizeResponse]:
+        requests = aiter(request_iterator)
+        try:
+            first = await anext(requests, None)
+            if first is None:
+                return
+            if first.WhichOneof("streaming_request") != "streaming_config":
+                raise errors.protocol_order("the first request must carry streaming_config")
+            sc = first.streaming_config
+            config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
+            # single_utterance: at the end of the first utterance stop reading audio, as a half-close would.
+            end_of_utterance = asyncio.Event()
+            inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
+                                           end_of_utterance)
+            async for cfg, out in adapter.session(self._speech, SERVICE, config, inputs, context):
+                if isinstance(out, Result):
+                    yield gs.StreamingRecognizeResponse(
+                        results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets)])
+                elif isinstance(out, SpeechEvent):
+                    if sc.enable_voice_activity_events:
+                        kind = EventType.SPEECH_ACTIVITY_BEGIN if out.started else EventType.SPEECH_ACTIVITY_END
+                        yield _event(kind, out.offset_ms)
+                    if sc.single_utterance and not out.started and not end_of_utterance.is_set():
+                        end_of_utterance.set()
+                        yield _event(EventType.END_OF_SINGLE_UTTERANCE, out.offset_ms)
+        except errors.StreamError as exc:
+            await adapter.abort(context, exc, STREAM_FIELDS)
+
+    async def Recognize(
+        self, request: gs.RecognizeRequest, context: grpc.aio.ServicerContext
+    ) -> gs.RecognizeResponse:
+        try:
+            if request.audio.WhichOneof("audio_source") != "content":
+                raise errors.invalid_config("audio.uri", "only inline audio.content is supported, not audio.uri")
+            config = voxgate_config(request.config, False, "config.")
+            cfg, results = await adapter.finals(
+                self._speech, SERVICE, config, adapter.whole_audio(request.audio.content, self._limit), context)
+        except errors.StreamError as exc:
+            await adapter.abort(context, exc, UNARY_FIELDS)
+            raise AssertionError("unreachable: abort raises") from exc
+        return gs.RecognizeResponse(results=[
+            gs.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.word_time_offsets)],
+                                       result_end_time=_duration(r.end_ms), language_code=cfg.language_code)
+            for r in results])

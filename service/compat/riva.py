@@ -1,0 +1,125 @@
+"""NVIDIA Riva ASR (`nvidia.riva.asr.RivaSpeechRecognition`) served on voxgate sessions.
+
+StreamingRecognize, Recognize (the whole audio as one session) and
+GetRivaSpeechRecognitionConfig. Which fields are honoured: docs/compat.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+
+import grpc
+
+from voxgate_client._proto import speech_pb2 as pb
+
+from .. import errors
+from ..api import SpeechServicer
+from ..config import Config
+from ..transcript import Result
+from . import adapter
+from ._proto import riva_asr_pb2 as rasr
+from ._proto import riva_asr_pb2_grpc
+from ._proto import riva_audio_pb2 as raudio
+
+SERVICE = rasr.DESCRIPTOR.services_by_name["RivaSpeechRecognition"].full_name
+ENCODINGS = {
+    raudio.ENCODING_UNSPECIFIED: pb.AUDIO_ENCODING_LINEAR16,  # Riva's default: raw PCM
+    raudio.LINEAR_PCM: pb.AUDIO_ENCODING_LINEAR16,
+    raudio.MULAW: pb.AUDIO_ENCODING_MULAW,
+    raudio.ALAW: pb.AUDIO_ENCODING_ALAW,
+}
+ENDPOINTING = {"config.endpointing.silence_ms": "endpointing_config.stop_history"}
+STREAM_FIELDS = adapter.field_map("streaming_config.config.", "audio_content", ENDPOINTING)
+UNARY_FIELDS = adapter.field_map("config.", "audio", ENDPOINTING)
+# Voxgate's interim text is append-only: what an interim result says is never revised.
+INTERIM_STABILITY = 1.0
+
+
+def voxgate_config(rc: rasr.RecognitionConfig, interim_results: bool, prefix: str) -> pb.StreamingConfig:
+    if rc.encoding not in ENCODINGS:
+        name = raudio.AudioEncoding.Name(rc.encoding) if rc.encoding in raudio.AudioEncoding.values() \
+            else str(rc.encoding)
+        raise errors.unsupported_format(
+            prefix + "encoding", f"encoding must be LINEAR_PCM, MULAW or ALAW (got {name})")
+    silence = rc.endpointing_config.stop_history if rc.HasField("endpointing_config") else 0
+    return adapter.voxgate_config(
+        encoding=ENCODINGS[rc.encoding], sample_rate_hz=rc.sample_rate_hertz, channels=rc.audio_channel_count,
+        language_code=rc.language_code, interim_results=interim_results,
+        word_time_offsets=rc.enable_word_time_offsets, silence_ms=max(silence, 0))
+
+
+def _alternative(r: Result, language: str, words: bool) -> rasr.SpeechRecognitionAlternative:
+    alt = rasr.SpeechRecognitionAlternative(transcript=r.text, language_code=[language] if language else [])
+    if words and r.is_final:
+        alt.words.extend(rasr.WordInfo(word=w.word, start_time=w.start_ms, end_time=w.end_ms,
+                                       language_code=language) for w in r.words)
+    return alt
+
+
+def streaming_result(r: Result, language: str, words: bool) -> rasr.StreamingRecognitionResult:
+    return rasr.StreamingRecognitionResult(
+        alternatives=[_alternative(r, language, words)], is_final=r.is_final,
+        stability=0.0 if r.is_final else INTERIM_STABILITY, audio_processed=r.end_ms / 1000)
+
+
+def _configs(caps: pb.GetCapabilitiesResponse) -> Iterable[rasr.RivaSpeechRecognitionConfigResponse.Config]:
+    engine = caps.engine.name or "voxgate"
+    for language in caps.languages:
+        for kind, suffix in (("online", "streaming"), ("offline", "offline")):
+            yield rasr.RivaSpeechRecognitionConfigResponse.Config(
+                model_name=f"voxgate-{engine}-{language}-asr-{suffix}",
+                parameters={"type": kind, "language_code": language, "streaming": str(kind == "online").lower(),
+                            "engine": engine, "engine_model": caps.engine.model,
+                            "encodings": "LINEAR_PCM,MULAW,ALAW",
+                            "min_sample_rate_hz": str(caps.min_sample_rate_hz),
+                            "max_sample_rate_hz": str(caps.max_sample_rate_hz)})
+
+
+class RivaServicer(riva_asr_pb2_grpc.RivaSpeechRecognitionServicer):
+    def __init__(self, speech: SpeechServicer, config: Config) -> None:
+        self._speech = speech
+        self._limit = config.max_audio_bytes_per_message
+
+    async def StreamingRecognize(
+        self, request_iterator: AsyncIterator[rasr.StreamingRecognizeRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[rasr.StreamingRecognizeResponse]:
+        requests = aiter(request_iterator)
+        try:
+            first = await anext(requests, None)
+            if first is None:
+                return
+            if first.WhichOneof("streaming_request") != "streaming_config":
+                raise errors.protocol_order("the first request must carry streaming_config")
+            sc = first.streaming_config
+            config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
+            inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
+                                           asyncio.Event())
+            async for cfg, out in adapter.session(self._speech, SERVICE, config, inputs, context):
+                if isinstance(out, Result):
+                    yield rasr.StreamingRecognizeResponse(
+                        results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets)], id=first.id)
+        except errors.StreamError as exc:
+            await adapter.abort(context, exc, STREAM_FIELDS)
+
+    async def Recognize(
+        self, request: rasr.RecognizeRequest, context: grpc.aio.ServicerContext
+    ) -> rasr.RecognizeResponse:
+        try:
+            config = voxgate_config(request.config, False, "config.")
+            cfg, results = await adapter.finals(
+                self._speech, SERVICE, config, adapter.whole_audio(request.audio, self._limit), context)
+        except errors.StreamError as exc:
+            await adapter.abort(context, exc, UNARY_FIELDS)
+            raise AssertionError("unreachable: abort raises") from exc
+        return rasr.RecognizeResponse(id=request.id, results=[
+            rasr.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.language_code, cfg.word_time_offsets)],
+                                         audio_processed=r.end_ms / 1000)
+            for r in results])
+
+    async def GetRivaSpeechRecognitionConfig(
+        self, request: rasr.RivaSpeechRecognitionConfigRequest, context: grpc.aio.ServicerContext
+    ) -> rasr.RivaSpeechRecognitionConfigResponse:
+        caps = await self._speech.GetCapabilities(pb.GetCapabilitiesRequest(), context)
+        configs = [c for c in _configs(caps) if not request.model_name or c.model_name == request.model_name]
+        return rasr.RivaSpeechRecognitionConfigResponse(model_config=configs)

@@ -1,0 +1,114 @@
+"""Streaming on the real vLLM path: timing, determinism, parity, flush, abort."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from engine_sidecar.engine import Closed, Flushed
+from tests.engine.conftest import Harness, Result, noise, stream
+
+pytest.importorskip("vllm")
+
+FRAME_MS = 80
+
+
+@pytest.fixture(scope="module")
+def h(make_harness: Any) -> Harness:
+    return make_harness(max_model_len=1024, max_num_seqs=4, emit_empty_deltas=True)
+
+
+def run_one(h: Harness, pcm: bytes, **kwargs: Any) -> Result:
+    async def go() -> Result:
+        return await stream(await h.engine.open_session("s", "en"), pcm, **kwargs)
+
+    return h.run(go())
+
+
+def test_engine_info_comes_from_the_model(h: Harness) -> None:
+    info = h.engine.info
+    assert (info.name, info.frame_ms, info.transcription_delay_ms) == ("voxtral", 80, 480)
+    assert info.max_sessions == 4  # capped by max_num_seqs: one engine request per session
+
+
+def test_tokens_carry_increasing_audio_times(h: Harness) -> None:
+    audio_ms = 6000
+    r = run_one(h, noise(audio_ms / 1000), flush_at_ms=3000)
+    g = h.engine._ctx.geometry  # type: ignore[union-attr]
+    # One token per step the buffer serves: the first takes P frames, each later one a frame, and the
+    # look-ahead (2.5 ms) keeps the very last padded frame from being served.
+    frames = (g.left_pad_frames + audio_ms // FRAME_MS + g.right_pad_frames) - g.prompt_tokens
+    assert len(r.deltas) == frames
+    ends = [d.end_ms for d in r.deltas]
+    assert ends == sorted(ends)
+    for k, d in enumerate(r.deltas[:audio_ms // FRAME_MS]):
+        assert (d.start_ms, d.end_ms) == (k * FRAME_MS, (k + 1) * FRAME_MS)
+    assert all(d.end_ms <= audio_ms for d in r.deltas)  # right-padding tokens are clamped to the audio
+    assert r.closed == Closed(audio_ms=audio_ms)
+    assert [f.marker for f in r.flushes] == [7, 0]
+    flush_at = r.outputs.index(r.flushes[0])
+    assert all(d.start_ms < r.flushes[0].audio_ms for d in r.outputs[:flush_at] if hasattr(d, "start_ms"))
+    # Flushed(7) waits for the tokens covering its audio, no longer.
+    covering = [i for i, o in enumerate(r.outputs) if hasattr(o, "end_ms") and o.end_ms >= r.flushes[0].audio_ms]
+    assert flush_at == covering[0] + 1
+
+
+def test_deterministic_and_identical_for_chunk_sizes_20_80_320(h: Harness) -> None:
+    pcm = noise(4.0, seed=1)
+    runs = {ms: run_one(h, pcm, chunk_ms=ms).token_ids for ms in (20, 80, 320)}
+    assert runs[20] == runs[80] == runs[320]
+    assert run_one(h, pcm).token_ids == runs[80]
+    assert len(set(runs[80])) > 5, "a degenerate model would make this test meaningless"
+
+
+def test_session_alone_equals_session_beside_three_others(h: Harness) -> None:
+    pcm = noise(5.0, seed=2)
+    alone = run_one(h, pcm).token_ids
+
+    async def together() -> list[Result]:
+        sessions = [await h.engine.open_session(f"c{i}", "en") for i in range(4)]
+        return await asyncio.gather(
+            stream(sessions[0], pcm, chunk_ms=80, pace_s=0.01),
+            *(stream(s, noise(3.0 + i, seed=10 + i), chunk_ms=(40, 160, 240)[i], pace_s=0.02,
+                     start_delay_s=0.15 * (i + 1))
+              for i, s in enumerate(sessions[1:])))
+
+    results = h.run(together())
+    assert results[0].token_ids == alone
+    assert all(r.closed is not None for r in results)
+    assert h.engine.counters()["sessions_active"] == 0
+
+
+def test_abort_leaves_no_request_in_the_engine(h: Harness) -> None:
+    engine = h.engine
+
+    async def abort_midway() -> list[Any]:
+        session = await engine.open_session("gone", "en")
+        outputs: list[Any] = []
+        first = asyncio.Event()
+
+        async def read() -> None:
+            async for out in session.outputs():
+                outputs.append(out)
+                first.set()
+
+        reader = asyncio.create_task(read())
+        pcm = noise(3.0, seed=3)
+        for i in range(0, len(pcm), 2560):
+            await session.push_audio(pcm[i:i + 2560], True)
+        await first.wait()  # the engine request is live: abort it mid-stream
+        await session.abort()
+        await reader
+        return outputs
+
+    outputs = h.run(abort_midway())
+    assert outputs and not any(isinstance(o, (Closed, Flushed)) for o in outputs)
+    assert engine.counters()["engine_unfinished"] == 0  # vLLM's front end holds nothing for it
+    # The scheduler's own view, from the stats of a probe session's steps: only the probe is there.
+    probe = run_one(h, noise(1.0, seed=4))
+    assert probe.closed is not None
+    assert engine.scheduler.requests == 1, engine.scheduler
+    assert engine.counters()["engine_unfinished"] == 0
+    assert engine.counters()["sessions_active"] == 0

@@ -1,0 +1,76 @@
+"""The voxtral engine's pure parts: options, timing formula, rollover policy, watchdog (no vLLM needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_sidecar.voxtral.options import VoxtralOptions
+from engine_sidecar.voxtral.rollover import BudgetRollover
+from engine_sidecar.voxtral.timing import StreamGeometry
+from engine_sidecar.voxtral.watchdog import FREEZE, RUT, Watchdog
+
+# Voxtral-Mini-4B-Realtime's tokenizer values (and the tiny checkpoint's).
+G = StreamGeometry(prompt_tokens=23, left_pad_frames=16, right_pad_frames=17, delay_ms=480, frame_ms=80,
+                   samples_per_frame=1280, blank_token_id=32)
+
+
+def test_options_from_a_dict_of_flags() -> None:
+    o = VoxtralOptions.from_mapping({"max-model-len": 4096, "max_num_seqs": 4, "decoder_sliding_window": 512})
+    assert (o.max_model_len, o.max_num_seqs, o.batched_tokens()) == (4096, 4, 1600)
+    kwargs = o.engine_kwargs("/m", on_cpu=True)
+    assert kwargs["mm_processor_cache_gb"] == 0 and kwargs["enable_prefix_caching"] is False
+    assert kwargs["enforce_eager"] is True and "gpu_memory_utilization" not in kwargs
+    assert kwargs["hf_overrides"] == {"text_config": {"sliding_window": 512}}
+    assert o.engine_kwargs("/m", on_cpu=False)["enforce_eager"] is False
+    with pytest.raises(ValueError, match="unknown voxtral option"):
+        VoxtralOptions.from_mapping({"max_model_length": 1})
+    with pytest.raises(ValueError):
+        VoxtralOptions.from_mapping({"max_model_len": 64})
+
+
+def test_token_k_covers_frame_k_of_the_request() -> None:
+    assert [G.token_span_ms(k, 0, 10_000) for k in range(3)] == [(0, 80), (80, 160), (160, 240)]
+    assert G.token_span_ms(5, 17_440, 10_000) == (17_440 + 400, 17_440 + 480)  # after a rollover
+    assert G.token_span_ms(130, 0, 10_000) == (9_920, 10_000)  # right padding: clamped to the audio
+    assert G.token_span_ms(200, 0, 10_000) == (9_920, 10_000)
+
+
+def test_request_capacity_leaves_room_for_padding() -> None:
+    assert G.max_request_samples(256, 4) == (256 - 16 - 17 - 1 - 4) * 1280
+    with pytest.raises(ValueError):
+        G.max_request_samples(48, 4)
+
+
+def test_rollover_prefers_silence_then_the_cap() -> None:
+    p = BudgetRollover.for_cap(cap_samples=100_000, silence_window_samples=30_000)
+    assert p.soft_samples == 70_000
+    assert p.split(10_000, 1_280, speech=False) is None  # too early to bother
+    assert p.split(70_000, 1_280, speech=True) is None
+    assert p.split(70_000, 1_280, speech=False) == 0  # silence past the soft mark: roll before it
+    assert p.split(99_000, 5_120, speech=True) == 1_000  # at the cap: split the chunk
+    assert BudgetRollover.for_cap(100_000, 90_000).soft_samples == 50_000
+
+
+def test_watchdog_rut_needs_speech_and_a_long_blank_run() -> None:
+    now = [0.0]
+    dog = Watchdog(rut_blank_frames=10, freeze_timeout_s=5.0, frame_ms=80, clock=lambda: now[0])
+    for _ in range(20):
+        dog.on_token(blank=True)
+        dog.on_audio(80, speech=False)
+    assert dog.check(backlog_ms=0) is None  # blanks over silence are healthy
+    for _ in range(11):
+        dog.on_token(blank=True)
+        dog.on_audio(80, speech=True)
+    assert dog.check(backlog_ms=0) == RUT
+    dog.on_token(blank=False)
+    assert dog.check(backlog_ms=0) is None
+
+
+def test_watchdog_freeze_needs_audio_waiting() -> None:
+    now = [0.0]
+    dog = Watchdog(rut_blank_frames=0, freeze_timeout_s=5.0, frame_ms=80, clock=lambda: now[0])
+    now[0] = 6.0
+    assert dog.check(backlog_ms=0) is None  # nothing fed: silence from the client is not a freeze
+    assert dog.check(backlog_ms=400) == FREEZE
+    dog.on_token(blank=True)
+    assert dog.check(backlog_ms=400) is None

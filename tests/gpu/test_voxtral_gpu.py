@@ -1,0 +1,63 @@
+"""Real Voxtral-Mini-4B-Realtime on a GPU (skipped without CUDA, vLLM or a checkpoint).
+
+VOXGATE_VOXTRAL_MODEL: a local Mistral-format checkpoint directory (params.json, tekken.json,
+consolidated.safetensors) of mistralai/Voxtral-Mini-4B-Realtime-2602.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from engine_sidecar.engine import Closed, Delta
+from tests.helpers import read_wav_pcm, silence
+
+pytestmark = pytest.mark.gpu
+
+
+def _model() -> str:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("vllm")
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU")
+    model = os.environ.get("VOXGATE_VOXTRAL_MODEL", "")
+    if not model or not (Path(model) / "params.json").exists():
+        pytest.skip("set VOXGATE_VOXTRAL_MODEL to a local Voxtral realtime checkpoint")
+    return model
+
+
+def test_real_checkpoint_transcribes_speech() -> None:
+    from engine_sidecar.engines.voxtral import VoxtralEngine
+
+    model = _model()
+    pcm = read_wav_pcm("go_forward.wav")[0] + silence(1.0)
+
+    async def go() -> list[object]:
+        engine = VoxtralEngine(model, 4, {"max_model_len": 4096, "max_num_seqs": 4, "decoder_sliding_window": 512,
+                                          "encoder_sliding_window": 256, "gpu_memory_utilization": 0.8})
+        await engine.start()
+        try:
+            assert engine.info.transcription_delay_ms > 0
+            session = await engine.open_session("gpu", "en")
+            outputs: list[object] = []
+
+            async def read() -> None:
+                async for out in session.outputs():
+                    outputs.append(out)
+
+            reader = asyncio.create_task(read())
+            for i in range(0, len(pcm), 2560):
+                await session.push_audio(pcm[i:i + 2560], True)
+            await session.close()
+            await reader
+            return outputs
+        finally:
+            await engine.shutdown()
+
+    outputs = asyncio.run(go())
+    assert isinstance(outputs[-1], Closed)
+    text = "".join(o.text for o in outputs if isinstance(o, Delta)).lower()
+    assert "forward" in text, text

@@ -1,0 +1,104 @@
+"""Flow control end to end: fast senders are held back, slow readers cost bounded memory."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from service.session.core import ENGINE_QUEUE_CHUNKS
+from tests.helpers import (
+    ServerProcess,
+    audio_requests,
+    config_request,
+    fake_script,
+    recognize,
+    rss_bytes,
+    silence,
+    start_server,
+    voiced,
+)
+from voxgate_client._proto import speech_pb2 as pb
+
+CHUNK = 3200  # 100 ms at 16 kHz
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def slow_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("slow")
+    # 20 ms of work per 80 ms chunk: the engine runs at 4x real time, slower than a 10x client.
+    server = start_server(tmp, engine="fake", model=fake_script(tmp, step_sleep_ms=20))
+    yield server
+    server.stop()
+
+
+def pattern(seconds: int) -> bytes:
+    return (voiced(1.2) + silence(0.8)) * (seconds // 2)
+
+
+def final_words(responses: list[pb.StreamingRecognizeResponse]) -> list[str]:
+    return " ".join(r.result.text for r in responses if r.HasField("result") and r.result.is_final).split()
+
+
+def reference_words(server: ServerProcess, audio: bytes) -> list[str]:
+    """The same audio on an engine that is never behind."""
+    return final_words(recognize(server.stub(), [config_request(), *audio_requests(audio, CHUNK)]))
+
+
+def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: ServerProcess,
+                                                             fake_server: ServerProcess) -> None:
+    audio = pattern(60)
+    before = rss_bytes(slow_engine.proc.pid)
+    peak = [before]
+
+    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100))
+        start = time.monotonic()
+        for n, i in enumerate(range(0, len(audio), CHUNK)):
+            time.sleep(max(0.0, start + n * 0.01 - time.monotonic()))  # 100 ms of audio every 10 ms
+            if n % 20 == 0:
+                peak.append(rss_bytes(slow_engine.proc.pid))
+            yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+
+    start = time.monotonic()
+    responses = list(slow_engine.stub().StreamingRecognize(requests(), timeout=120))
+    took = time.monotonic() - start
+    flows = [r.flow_status for r in responses if r.HasField("flow_status")]
+    # The service holds at most its queue, plus the chunk in flight and one client message, ahead of the engine.
+    assert max(f.buffered_audio_ms for f in flows) <= ENGINE_QUEUE_CHUNKS * 80 + 300
+    assert took > 60 / 4 * 0.8, "the client could not outrun the engine: it was held back"
+    words, reference = final_words(responses), reference_words(fake_server, audio)
+    assert words == reference, f"the transcript is complete: {len(words)} vs {len(reference)} words; " + \
+        str(responses[-1])
+    assert responses[-1].ended.audio_duration.ToSeconds() == 60
+    assert max(peak) - before < 64 * MIB
+
+
+def test_a_client_that_stops_reading_costs_bounded_memory(slow_engine: ServerProcess,
+                                                         fake_server: ServerProcess) -> None:
+    audio = pattern(20)
+    sent = threading.Event()
+
+    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=50))
+        for i in range(0, len(audio), CHUNK):
+            time.sleep(0.02)
+            yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+        sent.set()
+
+    before = rss_bytes(slow_engine.proc.pid)
+    call = slow_engine.stub().StreamingRecognize(requests(), timeout=120)
+    peak = before
+    for _ in range(100):  # do not read for ~10 s while audio and results keep coming
+        time.sleep(0.1)
+        peak = max(peak, rss_bytes(slow_engine.proc.pid))
+    responses = list(call)
+    assert sent.is_set()
+    assert peak - before < 64 * MIB
+    assert final_words(responses) == reference_words(fake_server, audio), "the session carried on"
+    interims = [r for r in responses if r.HasField("result") and not r.result.is_final]
+    for r in interims:
+        assert r.result.text.endswith(r.result.delta), "coalesced interims keep their whole delta"

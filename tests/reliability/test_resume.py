@@ -1,0 +1,105 @@
+"""Resume after a client disconnect: nothing lost, nothing duplicated."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from tests.helpers import ServerProcess, config_request, error_reason, recognize, silence, voiced
+from voxgate_client._proto import speech_pb2 as pb
+
+CHUNK = 3200  # 100 ms
+
+
+def speech() -> bytes:
+    return (voiced(1.0) + silence(1.0)) * 3
+
+
+def final_results(responses: list[pb.StreamingRecognizeResponse]) -> list[pb.RecognitionResult]:
+    return [r.result for r in responses if r.HasField("result") and r.result.is_final]
+
+
+def flow_config(**kw: object) -> pb.StreamingRecognizeRequest:
+    return config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100), **kw)
+
+
+def test_resume_continues_the_same_session_without_loss_or_duplicates(fake_server: ServerProcess) -> None:
+    audio = speech()
+    reference = final_results(recognize(fake_server.stub(), [
+        flow_config(), *(pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(0, len(audio), CHUNK))]))
+
+    # First connection: send ~2.5 s in real time, then vanish without half-closing.
+    first: list[pb.StreamingRecognizeResponse] = []
+    stop_sending = threading.Event()
+
+    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield flow_config()
+        for i in range(0, len(audio), CHUNK):
+            if stop_sending.is_set():
+                break
+            time.sleep(0.02)
+            yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+        stop_sending.wait(30)
+
+    call = fake_server.stub().StreamingRecognize(requests(), timeout=60)
+    for response in call:
+        first.append(response)
+        acked = [r.flow_status.acked_audio_bytes for r in first if r.HasField("flow_status")]
+        if acked and acked[-1] >= len(audio) // 2:
+            break
+    stop_sending.set()
+    call.cancel()
+    started = first[0].started
+    assert started.resume_token and started.resume_window.seconds > 0
+    acked_bytes = max(r.flow_status.acked_audio_bytes for r in first if r.HasField("flow_status"))
+    last_seq = first[-1].seq
+
+    # Second connection: resume, resend from the acknowledged offset.
+    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+        resume_token=started.resume_token, resume_last_seq=last_seq, resume_audio_bytes=acked_bytes))
+    rest = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(acked_bytes, len(audio), CHUNK)]
+    second = recognize(fake_server.stub(), [resume, *rest])
+
+    assert [r.seq for r in second] == sorted(r.seq for r in second) and second[0].seq > last_seq
+    got = final_results(first) + final_results(second)
+    assert len({r.result_id for r in got}) == len(got), "no final result twice"
+    assert [(r.utterance_index, r.text) for r in got] == [(r.utterance_index, r.text) for r in reference]
+    assert all(r.result_id.startswith(started.session_id) for r in got)
+    assert second[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+
+
+def test_an_unknown_or_expired_token_is_not_found(fake_server: ServerProcess) -> None:
+    with pytest.raises(grpc.RpcError) as info:
+        recognize(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(resume_token="nope"))])
+    assert error_reason(info.value)[:2] == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+
+
+def test_after_the_window_the_session_ends_and_frees_its_slot(tmp_path) -> None:
+    from tests.helpers import start_server
+
+    server = start_server(tmp_path, "--resume-window-s", "0.5", "--max-sessions", "1", engine="fake")
+    try:
+        gate = threading.Event()
+
+        def hold() -> Iterator[pb.StreamingRecognizeRequest]:
+            yield config_request()
+            gate.wait(10)
+
+        call = server.stub().StreamingRecognize(hold(), timeout=30)
+        token = next(iter(call)).started.resume_token
+        call.cancel()
+        gate.set()
+        with pytest.raises(grpc.RpcError) as info:  # still held for a resume: the only slot is taken
+            recognize(server.stub(), [config_request()])
+        assert error_reason(info.value)[1] == "CAPACITY"
+        time.sleep(1.5)
+        with pytest.raises(grpc.RpcError) as info:
+            recognize(server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(resume_token=token))])
+        assert error_reason(info.value)[1] == "SESSION_NOT_FOUND"
+        assert recognize(server.stub(), [config_request()])[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    finally:
+        server.stop()
