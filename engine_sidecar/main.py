@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -35,6 +36,7 @@ def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="", help="engine model path or id (fake: script JSON)")
     parser.add_argument("--socket", required=True, help="Unix socket path to serve on")
     parser.add_argument("--max-sessions", type=int, default=16)
+    parser.add_argument("--engine-options", default="", help="engine options as a JSON object")
 
 
 def prepare_socket(path: Path) -> None:
@@ -45,7 +47,8 @@ def prepare_socket(path: Path) -> None:
 
 async def serve(args: argparse.Namespace) -> int:
     log = structlog.get_logger("sidecar")
-    engine = create_engine(args.engine, args.model, args.max_sessions)
+    options = json.loads(args.engine_options) if args.engine_options else None
+    engine = create_engine(args.engine, args.model, args.max_sessions, options)
     await engine.start()
     socket_path = Path(args.socket)
     prepare_socket(socket_path)

@@ -50,8 +50,10 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         if not self._supervisor.ready:
             raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting",
                                      c.retry_delay_s)
-        if len(self._sessions) >= c.max_sessions:
-            raise errors.unavailable(errors.CAPACITY, f"all {c.max_sessions} sessions are in use", c.retry_delay_s)
+        status = self._supervisor.status
+        limit = min(c.max_sessions, status.max_sessions) if status and status.max_sessions else c.max_sessions
+        if len(self._sessions) >= limit:
+            raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
 
     def _session_ended(self, session: Session) -> None:
         self._sessions.pop(session.resume_token, None)
@@ -66,7 +68,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                 raise errors.StreamError(grpc.StatusCode.NOT_FOUND, errors.SESSION_NOT_FOUND,
                                          "no session to resume with this token: unknown, ended, or its "
                                          "resume window passed", field="config.resume_token")
-            session.attach(msg.resume_audio_bytes)
+            session.attach(msg.resume_audio_bytes, msg.resume_last_seq)
             structlog.contextvars.bind_contextvars(session_id=session.session_id)
             log.info("session_resumed", after_seq=msg.resume_last_seq, audio_bytes=msg.resume_audio_bytes)
             return session, msg.resume_last_seq
@@ -138,7 +140,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                                  model=status.model if status else c.model),
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
-            max_sessions=c.max_sessions, active_sessions=len(self._sessions))
+            max_sessions=min(c.max_sessions, status.max_sessions) if status and status.max_sessions
+            else c.max_sessions, active_sessions=len(self._sessions))
 
     async def drain(self, grace_s: float) -> None:
         """Refuse new sessions; live ones end with DRAINING and their finals; stragglers are closed."""

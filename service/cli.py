@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 from engine_sidecar.main import add_sidecar_arguments
 from engine_sidecar.voxtral_plan.cli import add_plan_arguments
 from voxgate_client.cli import add_transcribe_arguments, run_transcribe
 
 from .config import add_config_arguments, config_from_args
+from .engine_flags import add_engine_arguments
 from .logs import configure_logging
 
 
@@ -19,10 +21,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the service (spawns its engine sidecar)")
     add_config_arguments(serve)
+    add_engine_arguments(serve)
     transcribe = sub.add_parser("transcribe", help="stream a WAV or raw file to a server")
     add_transcribe_arguments(transcribe)
     plan = sub.add_parser("plan", help="plan Voxtral capacity: KV per stream, streams per GPU, flags to use")
     add_plan_arguments(plan)
+    tiny = sub.add_parser("tiny-checkpoint", help="write the tiny random Voxtral checkpoint (CPU tests, demos)")
+    tiny.add_argument("dir", help="directory to write params.json, tekken.json, consolidated.safetensors into")
+    tiny.add_argument("--seed", type=int, default=0)
     sidecar = sub.add_parser("sidecar", help="(internal) run the engine sidecar on a Unix socket")
     add_sidecar_arguments(sidecar)
     return parser
@@ -36,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         from engine_sidecar.voxtral_plan.cli import run_plan
 
         return run_plan(args)
+    if args.command == "tiny-checkpoint":
+        from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+
+        print(build_tiny_checkpoint(Path(args.dir), seed=args.seed))
+        return 0
     if args.command == "sidecar":
         from engine_sidecar.main import run_sidecar
 

@@ -6,6 +6,7 @@ Precedence: command-line flag > environment (VOXGATE_<FIELD>) > default here.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from dataclasses import dataclass, fields
 
@@ -18,6 +19,8 @@ class Config:
     port: int = DEFAULT_PORT
     engine: str = "sphinx"
     model: str = ""
+    engine_options: str = ""  # JSON object; built from the engine flags (see engine_flags.py)
+    preset: str = ""
     max_sessions: int = 16
     sidecar_socket: str = ""
     sidecar_start_timeout_s: float = 300.0
@@ -47,6 +50,7 @@ HELP = {
     "port": "gRPC port (0: pick a free one and print it)",
     "engine": "engine the sidecar runs: sphinx (embedded CPU), voxtral (vLLM), fake (tests)",
     "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
+    "engine_options": "engine options as a JSON object (the engine flags below override it)",
     "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
     "sidecar_socket": "Unix socket of the engine sidecar (default: a private temp dir)",
     "sidecar_start_timeout_s": "how long the sidecar may take to become ready",
@@ -75,6 +79,8 @@ HELP = {
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per Config field (--max-sessions ...), defaulting to env VOXGATE_MAX_SESSIONS, then Config."""
     for f in fields(Config):
+        if f.name == "preset":
+            continue  # a choice flag of its own, in engine_flags
         env_name = "VOXGATE_" + f.name.upper()
         env = os.environ.get(env_name)
         kind: type = type(f.default)
@@ -84,4 +90,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    return Config(**{f.name: getattr(args, f.name) for f in fields(Config)})
+    from .engine_flags import engine_options
+
+    values = {f.name: getattr(args, f.name) for f in fields(Config) if f.name not in ("preset", "engine_options")}
+    options = engine_options(args, args.engine_options)
+    return Config(**values, engine_options=json.dumps(options) if options else "", preset=args.preset or "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine
@@ -20,6 +21,7 @@ import structlog
 from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
 
 from .config import Config
+from .engine_flags import preset_env
 
 log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
@@ -65,8 +67,11 @@ class SidecarSupervisor:
         c = self._config
         cmd = [sys.executable, "-m", "service", "sidecar", "--engine", c.engine, "--model", c.model,
                "--socket", str(self._socket), "--max-sessions", str(c.max_sessions)]
+        if c.engine_options:
+            cmd += ["--engine-options", c.engine_options]
         log.info("sidecar_spawn", cmd=" ".join(cmd))
-        self._proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE)
+        env = {**os.environ, **preset_env(c.preset)}
+        self._proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, env=env)
         assert self._proc.stdout is not None
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), c.sidecar_start_timeout_s)

@@ -78,9 +78,10 @@ class ServerProcess:
         return self.proc.wait()
 
 
-def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "") -> ServerProcess:
+def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
+                 python: str = sys.executable, ready_timeout_s: float = 60.0) -> ServerProcess:
     log_path = tmp / f"server-{engine}-{time.monotonic_ns()}.log"
-    cmd = [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", engine, "--model", model, *args]
+    cmd = [python, "-m", "service", "serve", "--port", "0", "--engine", engine, "--model", model, *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=log_path.open("w"), text=True, env=env)
     assert proc.stdout is not None
@@ -90,7 +91,7 @@ def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "")
         proc.kill()
         raise AssertionError(f"server did not start: {line!r}\n{log_path.read_text()}")
     server = ServerProcess(proc, match.group(1), log_path)
-    server.wait_health(serving=True)
+    server.wait_health(serving=True, timeout_s=ready_timeout_s)
     return server
 
 

@@ -43,6 +43,8 @@ log = structlog.get_logger("session")
 ENGINE_QUEUE_CHUNKS = 64  # 5 s of 80 ms chunks waiting for the engine, then the client is not read
 ENGINE_OPEN_TIMEOUT_S = 30.0
 WATCH_INTERVAL_S = 0.1
+HALF_CLOSE_GRACE_S = 0.05  # end of the request stream → half-close, unless the RPC is cancelled meanwhile
+CLOSING_RESETS = 2  # engine resets tried when the final-flush deadline passes with speech unanswered
 
 
 class EngineSource(Protocol):
@@ -81,6 +83,7 @@ class Session:
         self._assembler = UtteranceAssembler(session_id)
         self._queue: asyncio.Queue[EngineInput] = asyncio.Queue(maxsize=ENGINE_QUEUE_CHUNKS)
         self._replay: deque[Chunk] = deque()  # sent to the engine, not yet covered by its text
+        self._resend: list[Chunk] = []  # replay for the next link, sent by its writer
         self._link: EngineLink | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._flush_marker = 0
@@ -96,6 +99,7 @@ class Session:
         self._last_activity = clock.monotonic()
         self._idle_warned = False
         self._speech_unanswered_since: float | None = None
+        self._closing_resets = 0
         self._written_ms = 0
         self._write_lag_ms = 0
         self.ended = False
@@ -134,10 +138,14 @@ class Session:
 
     # -- client side -------------------------------------------------------
 
-    def attach(self, resume_audio_bytes: int | None) -> None:
+    def attach(self, resume_audio_bytes: int | None, resume_last_seq: int = 0) -> None:
         if self._attached:
             raise errors.StreamError(grpc.StatusCode.FAILED_PRECONDITION, errors.SESSION_ATTACHED,
                                      "the session is still attached to another stream")
+        if resume_last_seq > self.log.last_seq:  # else responses up to it would be skipped, unseen
+            raise errors.invalid_config("config.resume_last_seq",
+                                        f"resume_last_seq {resume_last_seq} is beyond the last response "
+                                        f"({self.log.last_seq}) of this session")
         if resume_audio_bytes is not None:
             self._intake.resume_from(resume_audio_bytes)
         self._attached = True
@@ -163,7 +171,11 @@ class Session:
                     break  # stopped: drain, idle timeout
                 msg, pending = pending.result(), None
                 if msg is None:
-                    await self.finish_input(EndReason.CLIENT_END)
+                    # A client that vanishes (cancel, dropped connection) also ends its request stream,
+                    # and its RPC is cancelled a moment later (run_session then cancels us and detaches
+                    # the session for a resume). Give that a moment before taking this as a half-close.
+                    await asyncio.wait({stop}, timeout=HALF_CLOSE_GRACE_S)
+                    await self.finish_input(self._stop_reason if stop.done() else EndReason.CLIENT_END)
                     return
                 self._last_activity = self._clock.monotonic()
                 self._idle_warned = False
@@ -256,16 +268,18 @@ class Session:
                                f"{what}; the current utterance was closed and audio since then is replayed"))
         base = self._replay[0].start_ms if self._replay else self._written_ms
         try:
-            self._link = await self._open_link(base, self._server.engine_recovery_timeout_s, failed=self._link)
-            for chunk in list(self._replay):
-                await self._link.send_audio(chunk.pcm16, chunk.speech)
-            if self._close_sent:
-                await self._link.send_close()
+            # A frozen session's sidecar is alive: its stub is not stale, do not wait for it to go down.
+            self._link = await self._open_link(base, self._server.engine_recovery_timeout_s,
+                                               failed=None if frozen else self._link)
         except (errors.StreamError, EngineLost) as exc:
             self._fail(EndReason.ENGINE_LOST, errors.unavailable(
                 errors.ENGINE_UNAVAILABLE, f"the speech engine was lost mid-session: {exc}",
                 self._server.retry_delay_s), "the speech engine stopped; reconnect to continue")
             return False
+        # The writer replays it first, under the freeze watch: a fresh engine session may stall too.
+        self._resend = list(self._replay)
+        if self._close_deadline is not None:  # the fresh engine gets the whole flush timeout
+            self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
         return True
 
     def _fail(self, reason: EndReason, error: errors.StreamError, message: str) -> None:
@@ -285,6 +299,13 @@ class Session:
                 if out is None:
                     self._check_frozen()
                     if self._close_deadline is not None and self._clock.monotonic() > self._close_deadline:
+                        if self._speech_unanswered_since is not None and self._closing_resets < CLOSING_RESETS:
+                            # Closing with speech the engine has not answered: treat it as frozen now
+                            # rather than give up on the finals (freeze_timeout_s may be longer).
+                            self._closing_resets += 1
+                            self._speech_unanswered_since = None
+                            raise _Frozen("no final results within final_flush_timeout_s")
+                        self._put_final()  # what the client saw as interim text still becomes final
                         self._end_message = "engine did not deliver final results in time"
                         return
                     continue
@@ -310,6 +331,13 @@ class Session:
                 await writer
 
     async def _write(self, link: EngineLink) -> None:
+        resend, self._resend = self._resend, []
+        for chunk in resend:
+            await link.send_audio(chunk.pcm16, chunk.speech)
+            if chunk.speech and self._speech_unanswered_since is None:
+                self._speech_unanswered_since = self._clock.monotonic()
+        if self._close_sent:
+            await link.send_close()
         while True:
             item = await self._queue.get()
             if isinstance(item, Chunk):

@@ -37,7 +37,9 @@ class AudioIntake:
         self._pipeline = AudioPipeline(cfg.encoding, cfg.sample_rate_hz, server.vad_aggressiveness,
                                        cfg.endpointing_silence_ms)
         self._bytes_per_sample = 2 if cfg.encoding is Encoding.LINEAR16 else 1
-        self._max_bytes = int(cfg.max_duration_s * cfg.sample_rate_hz) * self._bytes_per_sample or None
+        # A positive cap shorter than one sample is a cap of zero bytes, not "unbounded".
+        self._max_bytes = (int(cfg.max_duration_s * cfg.sample_rate_hz) * self._bytes_per_sample
+                           if cfg.max_duration_s > 0 else None)
         self._skip = 0
         self.bytes_in = 0
         self.produced_ms = 0  # engine-rate audio turned into chunks so far

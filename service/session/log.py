@@ -54,6 +54,11 @@ class ResponseLog:
         self.closed = True
         self._changed.set()
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest response produced (0: none yet)."""
+        return self._next_seq - 1
+
     def pending(self) -> int:
         return sum(1 for e in self._entries if e.seq > self._delivered)
 

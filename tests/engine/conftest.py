@@ -20,6 +20,9 @@ import pytest
 from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, EngineSession, Flushed
 
 T = TypeVar("T")
+
+if os.environ.get("VOXGATE_REQUIRE_VLLM") == "1":
+    import vllm  # noqa: F401  (in CI these tests must run, not skip)
 BYTES_PER_MS = 32
 
 

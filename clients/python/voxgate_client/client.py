@@ -235,9 +235,11 @@ class AsyncSpeechClient:
                     await asyncio.sleep(pacer.delay(audio_item_duration_s(item, config)))
                     await call.write(request_for(item))
                 await call.done_writing()
-            except BaseException as e:
-                if isinstance(e, (grpc.RpcError, asyncio.InvalidStateError)) and call.done():
-                    return  # the RPC already ended; the reader reports its status
+            except (grpc.RpcError, asyncio.InvalidStateError):
+                # A failed write means the RPC is ending (maybe its status is not in yet):
+                # the reader reports that status, with its error details.
+                return
+            except BaseException:
                 call.cancel()  # unblock the reader, which re-raises our exception
                 raise
 

