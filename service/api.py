@@ -12,7 +12,7 @@ import structlog
 from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client._proto import speech_pb2_grpc
 
-from . import errors, proto_edge
+from . import errors, metrics, proto_edge
 from .clock import Clock
 from .config import Config
 from .events import ClientInput, EndReason, SessionOutput
@@ -57,6 +57,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
 
     def _session_ended(self, session: Session) -> None:
         self._sessions.pop(session.resume_token, None)
+        session.record_metrics()
         if not self._sessions:
             self._no_sessions.set()
 
@@ -78,6 +79,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         structlog.contextvars.bind_contextvars(session_id=session_id)
         session = Session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended)
         await session.start()
+        metrics.SESSIONS_STARTED.inc()
         self._sessions[session.resume_token] = session
         self._no_sessions.clear()
         session.attach(None)
@@ -123,6 +125,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                 yield proto_edge.response(out, seq, cfg, max_bytes)
         except errors.StreamError as exc:
             log.info("session_error", code=exc.code.name, reason=exc.reason, error=exc.message)
+            metrics.REJECTED.labels(exc.reason).inc()
             await context.abort(exc.code, exc.message, trailing_metadata=exc.trailing_metadata())
         finally:
             log.info("stream_finished", responses=responses)

@@ -10,6 +10,7 @@ from pathlib import Path
 from engine_sidecar.main import add_sidecar_arguments
 from engine_sidecar.voxtral_plan.cli import add_plan_arguments
 from voxgate_client.cli import add_transcribe_arguments, run_transcribe
+from voxgate_client.status import add_status_arguments, run_status
 
 from .config import add_config_arguments, config_from_args
 from .engine_flags import add_engine_arguments
@@ -22,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the service (spawns its engine sidecar)")
     add_config_arguments(serve)
     add_engine_arguments(serve)
+    status = sub.add_parser("status", help="a running server: health, engine, capacity, active sessions")
+    add_status_arguments(status)
     transcribe = sub.add_parser("transcribe", help="stream a WAV or raw file to a server")
     add_transcribe_arguments(transcribe)
     plan = sub.add_parser("plan", help="plan Voxtral capacity: KV per stream, streams per GPU, flags to use")
@@ -36,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "status":
+        return run_status(args)
     if args.command == "transcribe":
         return run_transcribe(args)
     if args.command == "plan":

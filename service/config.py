@@ -43,6 +43,7 @@ class Config:
     max_replay_ms: int = 30000
     flow_status_interval_ms: int = 1000
     log_level: str = "info"
+    metrics_port: int = 0
 
 
 HELP = {
@@ -72,6 +73,7 @@ HELP = {
     "freeze_timeout_s": "speech sent but no engine output for this long: the engine session is reset",
     "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",
     "flow_status_interval_ms": "default interval of FlowStatus responses (when a client enables them)",
+    "metrics_port": "Prometheus /metrics HTTP port on --host (0: off)",
     "log_level": "debug, info, warning, error",
 }
 

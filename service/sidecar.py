@@ -20,6 +20,7 @@ import structlog
 
 from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
 
+from . import metrics
 from .config import Config
 from .engine_flags import preset_env
 
@@ -94,6 +95,7 @@ class SidecarSupervisor:
             sys.stderr.buffer.write(line)
 
     def _set_ready(self, ready: bool) -> None:
+        metrics.ENGINE_UP.set(1 if ready else 0)
         if ready:
             self._ready_event.set()
             self._down_event.clear()
@@ -143,6 +145,7 @@ class SidecarSupervisor:
         while not self._stopping:
             await asyncio.sleep(delay)
             self.restarts += 1
+            metrics.SIDECAR_RESTARTS.inc()
             try:
                 await self._spawn()
                 return
@@ -157,6 +160,7 @@ class SidecarSupervisor:
             assert self.stub is not None
             try:
                 self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+                metrics.engine_status(dict(self.status.counters))
                 failures = 0
             except grpc.RpcError as exc:
                 failures += 1

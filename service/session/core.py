@@ -28,7 +28,7 @@ import structlog
 from engine_sidecar._proto import engine_pb2_grpc
 from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed
 
-from .. import errors
+from .. import errors, metrics
 from ..audio.vad import SpeechBoundary
 from ..clock import Clock
 from ..config import Config
@@ -43,7 +43,7 @@ log = structlog.get_logger("session")
 ENGINE_QUEUE_CHUNKS = 64  # 5 s of 80 ms chunks waiting for the engine, then the client is not read
 ENGINE_OPEN_TIMEOUT_S = 30.0
 WATCH_INTERVAL_S = 0.1
-HALF_CLOSE_GRACE_S = 0.05  # end of the request stream → half-close, unless the RPC is cancelled meanwhile
+HALF_CLOSE_GRACE_S = 0.02  # end of the request stream → half-close, unless the RPC is cancelled meanwhile
 CLOSING_RESETS = 2  # engine resets tried when the final-flush deadline passes with speech unanswered
 
 
@@ -101,6 +101,9 @@ class Session:
         self._speech_unanswered_since: float | None = None
         self._closing_resets = 0
         self._written_ms = 0
+        self._started_at = clock.monotonic()
+        self._first_result_seen = False
+        self._speech_ended_at: float | None = None
         self._write_lag_ms = 0
         self.ended = False
 
@@ -207,6 +210,8 @@ class Session:
             else:
                 self.log.append(SpeechEvent(item.started, item.offset_ms))
                 if not item.started:
+                    self._speech_ended_at = self._clock.monotonic()
+                if not item.started:
                     await self._flush()
 
     async def _flush(self) -> None:
@@ -261,6 +266,7 @@ class Session:
             self.freeze_recoveries += 1
         else:
             self.engine_restarts += 1
+        metrics.ENGINE_EVENTS.labels("engine_reset" if frozen else "engine_restarted").inc()
         self._put_final()
         what = "engine session froze; it was reset" if frozen else "speech engine restarted"
         log.warning("engine_seam", cause=str(cause), replay_ms=sum(c.end_ms - c.start_ms for c in self._replay))
@@ -316,11 +322,13 @@ class Session:
                     self._trim_replay(out.end_ms)
                     result = self._assembler.add(out.text, out.start_ms, out.end_ms)
                     if result is not None and self.cfg.interim_results:
+                        self._note_result()
                         self.log.append(result)
                 elif isinstance(out, Flushed):
                     self._trim_replay(out.audio_ms)
                     self._put_final()
                 elif isinstance(out, Diagnostic):
+                    metrics.ENGINE_EVENTS.labels(out.kind).inc()
                     self.log.append(Notice(f"ENGINE_{out.kind.upper()}", out.message))
                 elif isinstance(out, Closed):
                     self._put_final()
@@ -345,7 +353,9 @@ class Session:
                 self._bound_replay()
                 await link.send_audio(item.pcm16, item.speech)
                 self._written_ms = item.end_ms
-                self._write_lag_ms = int((self._clock.monotonic() - item.received_at) * 1000)
+                lag_s = self._clock.monotonic() - item.received_at
+                self._write_lag_ms = int(lag_s * 1000)
+                metrics.LAG.observe(lag_s)
                 if item.speech and self._speech_unanswered_since is None:
                     self._speech_unanswered_since = self._clock.monotonic()
             elif isinstance(item, _Flush):
@@ -372,7 +382,22 @@ class Session:
     def _put_final(self) -> None:
         result = self._assembler.finalize()
         if result is not None:
+            self._note_result()
+            if self._speech_ended_at is not None:
+                metrics.FINAL_LATENCY.observe(self._clock.monotonic() - self._speech_ended_at)
+                self._speech_ended_at = None
             self.log.append(result)
+
+    def _note_result(self) -> None:
+        if not self._first_result_seen:
+            self._first_result_seen = True
+            metrics.FIRST_RESULT.observe(self._clock.monotonic() - self._started_at)
+
+    def record_metrics(self) -> None:
+        metrics.SESSIONS_ENDED.labels(self._end_reason.value).inc()
+        metrics.AUDIO_SECONDS.inc(self._written_ms / 1000)
+        if self._written_ms:
+            metrics.REALTIME_FACTOR.observe((self._clock.monotonic() - self._started_at) / (self._written_ms / 1000))
 
     def _complete(self) -> None:
         if self.ended:

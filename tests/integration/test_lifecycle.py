@@ -57,6 +57,18 @@ def test_grpcurl_works_with_no_proto_files(fake_server: ServerProcess) -> None:
     assert '"SESSION_END_REASON_CLIENT_END"' in streamed.stdout
 
 
+def test_status_command_reports_health_engine_and_capacity(fake_server: ServerProcess) -> None:
+    out = subprocess.run([sys.executable, "-m", "service", "status", "--server", fake_server.target, "--json"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    status = json.loads(out.stdout)
+    assert (status["live"], status["ready"], status["engine"]["name"]) == ("SERVING", "SERVING", "fake")
+    assert status["active_sessions"] == 0 and status["max_sessions"] == 16
+    text = subprocess.run([sys.executable, "-m", "service", "status", "--server", fake_server.target],
+                          capture_output=True, text=True, timeout=30)
+    assert "accepting sessions: SERVING" in text.stdout and "0 active of 16" in text.stdout
+
+
 def test_capabilities(fake_server: ServerProcess) -> None:
     caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
     assert set(caps.encodings) == {pb.AUDIO_ENCODING_LINEAR16, pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW}

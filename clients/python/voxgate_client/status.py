@@ -1,0 +1,56 @@
+"""`voxgate status`: what a running server offers and how full it is."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ._proto import speech_pb2, speech_pb2_grpc
+from .responses import capabilities_to_dict, error_details, format_error
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+HEALTH_NAMES = {health_pb2.HealthCheckResponse.SERVING: "SERVING",
+                health_pb2.HealthCheckResponse.NOT_SERVING: "NOT_SERVING"}
+
+
+def add_status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="one JSON object")
+
+
+def _health(channel: grpc.Channel, service: str) -> str:
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+    except grpc.RpcError as exc:
+        return str(exc.code().name)
+    return HEALTH_NAMES.get(reply.status, str(reply.status))
+
+
+def run_status(args: argparse.Namespace) -> int:
+    with grpc.insecure_channel(args.server) as channel:
+        try:
+            caps = speech_pb2_grpc.SpeechStub(channel).GetCapabilities(
+                speech_pb2.GetCapabilitiesRequest(), timeout=10)
+        except grpc.RpcError as exc:
+            print(f"voxgate status: {format_error(error_details(exc))}", file=sys.stderr)
+            return 1
+        status = {"server": args.server, "live": _health(channel, ""),
+                  "ready": _health(channel, "voxgate.v1.Speech"), **capabilities_to_dict(caps)}
+    if args.json:
+        print(json.dumps(status))
+        return 0
+    engine = status.get("engine", {})
+    print(f"{args.server}: live {status['live']}, accepting sessions: {status['ready']}")
+    print(f"engine     {engine.get('name', '?')} ({engine.get('model', '?')})")
+    active, limit = status.get("active_sessions", 0), status.get("max_sessions", "?")
+    print(f"sessions   {active} active of {limit}")
+    print(f"audio      {', '.join(status.get('encodings', []))}; "
+          f"{status.get('min_sample_rate_hz')}-{status.get('max_sample_rate_hz')} Hz; "
+          f"up to {status.get('max_audio_channel_count')} channel(s)")
+    print(f"languages  {', '.join(status.get('languages', [])) or '?'}")
+    return 0

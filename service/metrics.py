@@ -1,0 +1,46 @@
+"""Prometheus metrics, served over HTTP on --metrics-port (0: off).
+
+Names follow Prometheus conventions (base units, _total counters). One process
+registry: the service is one process per port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+ACTIVE_SESSIONS = Gauge("voxgate_active_sessions", "Sessions holding an engine slot (detached ones included)")
+SESSIONS_STARTED = Counter("voxgate_sessions_started_total", "Sessions admitted")
+SESSIONS_ENDED = Counter("voxgate_sessions_ended_total", "Sessions ended, by SessionEnded reason", ["reason"])
+REJECTED = Counter("voxgate_errors_total", "Streams ended on an error status, by ErrorInfo reason", ["reason"])
+AUDIO_SECONDS = Counter("voxgate_audio_seconds_total", "Audio processed by the engine")
+REALTIME_FACTOR = Histogram("voxgate_session_realtime_factor", "Session wall time / audio duration",
+                            buckets=(0.25, 0.5, 0.9, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0))
+LAG = Histogram("voxgate_engine_lag_seconds", "How long audio waited for the engine", buckets=LATENCY_BUCKETS)
+FIRST_RESULT = Histogram("voxgate_time_to_first_result_seconds", "Session start to its first result",
+                         buckets=LATENCY_BUCKETS)
+FINAL_LATENCY = Histogram("voxgate_final_latency_seconds", "End of speech (VAD) to the utterance's final result",
+                          buckets=LATENCY_BUCKETS)
+ENGINE_EVENTS = Counter("voxgate_engine_events_total",
+                        "Engine events: rollover, reanchor, rut_recovery, freeze_recovery (engine side); "
+                        "engine_restarted, engine_reset (service-side seams)", ["kind"])
+ENGINE_UP = Gauge("voxgate_engine_up", "1 while the engine sidecar is ready")
+SIDECAR_RESTARTS = Counter("voxgate_sidecar_restarts_total", "Engine sidecar restarts")
+ENGINE_KV_USAGE = Gauge("voxgate_engine_kv_cache_usage_ratio", "Engine KV-cache usage (engines that report it)")
+ENGINE_QUEUE = Gauge("voxgate_engine_queue_depth", "Requests waiting in the engine (engines that report it)")
+
+
+def serve_metrics(port: int, host: str, active_sessions: Callable[[], int]) -> None:
+    ACTIVE_SESSIONS.set_function(lambda: float(active_sessions()))
+    if port:
+        start_http_server(port, addr=host)
+
+
+def engine_status(counters: dict[str, int]) -> None:
+    if "engine_kv_usage_pct" in counters:
+        ENGINE_KV_USAGE.set(counters["engine_kv_usage_pct"] / 100)
+    if "engine_waiting" in counters:
+        ENGINE_QUEUE.set(counters["engine_waiting"])
