@@ -154,3 +154,11 @@ async def abort(context: grpc.aio.ServicerContext, exc: errors.StreamError, name
     exc = renamed(exc, names)
     log.info("compat_error", code=exc.code.name, reason=exc.reason, field=exc.field, error=exc.message)
     await context.abort(exc.code, exc.message, trailing_metadata=exc.trailing_metadata())
+
+
+async def first_streaming_request(requests: AsyncIterator[Any]) -> Any | None:
+    """The first request, which both vendor protocols require to carry streaming_config; None if none came."""
+    first = await anext(requests, None)
+    if first is not None and first.WhichOneof("streaming_request") != "streaming_config":
+        raise errors.protocol_order("the first request must carry streaming_config")
+    return first

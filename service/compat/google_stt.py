@@ -82,11 +82,9 @@ class GoogleSpeechServicer(cloud_speech_pb2_grpc.SpeechServicer):
     ) -> AsyncIterator[gs.StreamingRecognizeResponse]:
         requests = aiter(request_iterator)
         try:
-            first = await anext(requests, None)
+            first = await adapter.first_streaming_request(requests)
             if first is None:
                 return
-            if first.WhichOneof("streaming_request") != "streaming_config":
-                raise errors.protocol_order("the first request must carry streaming_config")
             sc = first.streaming_config
             config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
             # single_utterance: at the end of the first utterance stop reading audio, as a half-close would.

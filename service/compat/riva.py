@@ -86,11 +86,9 @@ class RivaServicer(riva_asr_pb2_grpc.RivaSpeechRecognitionServicer):
     ) -> AsyncIterator[rasr.StreamingRecognizeResponse]:
         requests = aiter(request_iterator)
         try:
-            first = await anext(requests, None)
+            first = await adapter.first_streaming_request(requests)
             if first is None:
                 return
-            if first.WhichOneof("streaming_request") != "streaming_config":
-                raise errors.protocol_order("the first request must carry streaming_config")
             sc = first.streaming_config
             config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
             inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
