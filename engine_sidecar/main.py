@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
 import signal
+import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -40,9 +43,31 @@ def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def prepare_socket(path: Path) -> None:
-    """A private directory (0700) so only this user can reach the engine."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """The socket's directory: created private (0700) when missing; a shared one is named in a warning.
+
+    The socket itself is created 0600 (see `private_umask`): only this user can connect to the
+    engine. A directory that others may write to (without the sticky bit) would let them
+    replace the socket, so it gets a warning; the service's default directory is a fresh 0700 one.
+    """
+    parent = path.parent
+    if not parent.is_dir():
+        parent.mkdir(parents=True, mode=0o700)
+    st = parent.stat()
+    if st.st_uid != os.getuid() or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+        structlog.get_logger("sidecar").warning(
+            "sidecar_socket_dir_not_private", dir=str(parent), mode=oct(st.st_mode & 0o7777), owner=st.st_uid,
+            message="other users may replace the engine socket here; use a directory only this user can write")
     path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Files created meanwhile get no group/other permissions: the socket is never reachable by others."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -56,8 +81,9 @@ async def serve(args: argparse.Namespace) -> int:
     # bounded (~2 s per session) and the service's backpressure reaches the client.
     server = grpc.aio.server(options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65536)])
     engine_pb2_grpc.add_EngineServicer_to_server(EngineServicer(engine), server)
-    server.add_insecure_port(f"unix:{socket_path}")
-    await server.start()
+    with private_umask():
+        server.add_insecure_port(f"unix:{socket_path}")
+        await server.start()
     os.chmod(socket_path, 0o600)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

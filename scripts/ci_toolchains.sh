@@ -2,7 +2,8 @@
 # Toolchains CI needs beyond Python, for the Node and Go client tests
 # (tests/integration/test_other_clients.py) and scripts/gen_clients.sh:
 #   Go and the Go gRPC/protobuf packages, built offline in GOPATH mode from Debian packages;
-#   protoc with protoc-gen-go and protoc-gen-go-grpc (to check the generated Go code).
+#   protoc with protoc-gen-go and protoc-gen-go-grpc (to check the generated Go code);
+#   nginx (nginx-light) as the real gRPC load balancer of tests/deploy/test_load_balancer.py.
 # node and npm are expected on the machine already; buf comes with the venv (dev extra).
 # Idempotent: installs only what is missing (apt-get, as root or through sudo); silent when
 # everything is there.
@@ -17,6 +18,7 @@ PACKAGES=(
     golang-google-genproto-dev
     golang-google-protobuf-dev
     golang-github-golang-protobuf-1-5-dev  # not golang-goprotobuf-dev: it conflicts
+    nginx-light  # grpc_pass + least_conn; the test starts its own on loopback (no service is enabled)
 )
 
 missing=()
@@ -39,3 +41,4 @@ fi
 for tool in node npm go protoc protoc-gen-go protoc-gen-go-grpc; do
     command -v "$tool" >/dev/null || { echo "ci_toolchains.sh: $tool not found on PATH" >&2; exit 1; }
 done
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { echo "ci_toolchains.sh: nginx not found" >&2; exit 1; }

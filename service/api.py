@@ -16,6 +16,7 @@ from . import errors, metrics, proto_edge
 from .clock import Clock
 from .config import Config
 from .events import ClientInput, EndReason, SessionOutput
+from .security import Tenant, current_tenant
 from .session.core import EngineSource, Session
 from .session_config import ENCODINGS, MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
 from .sidecar import SidecarSupervisor
@@ -30,6 +31,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._engines: EngineSource = supervisor
         self._clock = clock
         self._sessions: dict[str, Session] = {}  # by resume token; detached ones included
+        self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
         self._no_sessions = asyncio.Event()
         self._no_sessions.set()
         self.draining = False
@@ -42,7 +44,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         status = self._supervisor.status
         return tuple(status.languages) if status else ()
 
-    def _admit(self) -> None:
+    def _admit(self, tenant: Tenant | None) -> None:
         c = self._config
         if self.draining:
             raise errors.unavailable(errors.DRAINING, "server is draining; connect to another instance",
@@ -54,18 +56,25 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         limit = min(c.max_sessions, status.max_sessions) if status and status.max_sessions else c.max_sessions
         if len(self._sessions) >= limit:
             raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
+        if tenant is not None:
+            quota = tenant.max_sessions or c.tenant_max_sessions
+            if quota and sum(t == tenant.name for t in self._tenant_of.values()) >= quota:
+                raise errors.session_quota(tenant.name, quota)
 
     def _session_ended(self, session: Session) -> None:
         self._sessions.pop(session.resume_token, None)
+        self._tenant_of.pop(session.session_id, None)
         session.record_metrics()
         if not self._sessions:
             self._no_sessions.set()
 
     async def _open(self, msg: pb.StreamingConfig) -> tuple[Session, int]:
         """A new session, or the one `resume_token` names; and the seq to continue after."""
+        tenant = current_tenant()
         if msg.resume_token:
             session = self._sessions.get(msg.resume_token)
-            if session is None or session.ended:
+            if session is None or session.ended or \
+                    self._tenant_of.get(session.session_id, "") != (tenant.name if tenant else ""):
                 raise errors.StreamError(grpc.StatusCode.NOT_FOUND, errors.SESSION_NOT_FOUND,
                                          "no session to resume with this token: unknown, ended, or its "
                                          "resume window passed", field="config.resume_token")
@@ -74,11 +83,17 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             log.info("session_resumed", after_seq=msg.resume_last_seq, audio_bytes=msg.resume_audio_bytes)
             return session, msg.resume_last_seq
         cfg = validate(msg, self._config, self._languages())
-        self._admit()
+        self._admit(tenant)
         session_id = uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(session_id=session_id)
         session = Session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended)
-        await session.start()
+        if tenant is not None:
+            self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
+        try:
+            await session.start()
+        except BaseException:
+            self._tenant_of.pop(session_id, None)
+            raise
         metrics.SESSIONS_STARTED.inc()
         self._sessions[session.resume_token] = session
         self._no_sessions.clear()

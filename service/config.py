@@ -17,12 +17,18 @@ DEFAULT_PORT = 50051
 class Config:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    auth_tokens_file: str = ""
+    tenant_max_sessions: int = 0
     engine: str = "sphinx"
     model: str = ""
     engine_options: str = ""  # JSON object; built from the engine flags (see engine_flags.py)
     preset: str = ""
     max_sessions: int = 16
     sidecar_socket: str = ""
+    sidecar_external: bool = False  # attach to a sidecar started by someone else (a container, a unit)
     sidecar_start_timeout_s: float = 300.0
     sidecar_health_interval_s: float = 2.0
     sidecar_restart_backoff_s: float = 0.5
@@ -49,11 +55,19 @@ class Config:
 HELP = {
     "host": "address to listen on (loopback unless you mean it)",
     "port": "gRPC port (0: pick a free one and print it)",
+    "tls_cert": "PEM certificate chain to serve TLS with (with --tls-key; reloaded on SIGHUP)",
+    "tls_key": "PEM private key of --tls-cert",
+    "tls_client_ca": "PEM CA bundle: clients must present a certificate it issued (mutual TLS)",
+    "auth_tokens_file": "bearer tokens (hashed) to tenants; set: every RPC but health and reflection needs one "
+                        "(reloaded on SIGHUP; see docs/security.md)",
+    "tenant_max_sessions": "concurrent sessions per tenant unless its token entry says (0: only --max-sessions)",
     "engine": "engine the sidecar runs: sphinx (embedded CPU), voxtral (vLLM), fake (tests)",
     "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
     "engine_options": "engine options as a JSON object (the engine flags below override it)",
     "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
     "sidecar_socket": "Unix socket of the engine sidecar (default: a private temp dir)",
+    "sidecar_external": "do not spawn the sidecar: attach to one already serving on --sidecar-socket "
+                        "(another container or unit) and wait for it whenever it restarts",
     "sidecar_start_timeout_s": "how long the sidecar may take to become ready",
     "sidecar_health_interval_s": "seconds between sidecar health checks",
     "sidecar_restart_backoff_s": "first delay before restarting a dead sidecar (doubles)",
@@ -86,6 +100,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         env_name = "VOXGATE_" + f.name.upper()
         env = os.environ.get(env_name)
         kind: type = type(f.default)
+        if kind is bool:
+            on = env.strip().lower() in ("1", "true", "yes", "on") if env is not None else f.default
+            parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
+                                default=on, dest=f.name, help=f"{HELP[f.name]} [env {env_name}]")
+            continue
         default = kind(env) if env is not None else f.default
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=default, dest=f.name,
                             help=f"{HELP[f.name]} [env {env_name}; default: %(default)s]")

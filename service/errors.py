@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -22,6 +24,10 @@ DRAINING = "DRAINING"
 ENGINE_ERROR = "ENGINE_ERROR"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
 SESSION_ATTACHED = "SESSION_ATTACHED"
+TOKEN_MISSING = "TOKEN_MISSING"
+TOKEN_INVALID = "TOKEN_INVALID"
+API_NOT_ALLOWED = "API_NOT_ALLOWED"
+SESSION_QUOTA = "SESSION_QUOTA"
 
 
 @dataclass(frozen=True)
@@ -31,13 +37,15 @@ class StreamError(Exception):
     message: str
     field: str = ""
     retry_delay_s: float = 0.0
+    info: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)  # more ErrorInfo.metadata
+    quota_subject: str = ""  # set: a google.rpc.QuotaFailure names this subject (e.g. "tenant:acme")
 
     def __str__(self) -> str:
         return f"{self.code.name} {self.reason}: {self.message}"
 
     def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
         details = [error_details_pb2.ErrorInfo(
-            reason=self.reason, domain=DOMAIN, metadata={"field": self.field} if self.field else {})]
+            reason=self.reason, domain=DOMAIN, metadata={**self.info, **({"field": self.field} if self.field else {})})]
         extra: list[Message] = []
         if self.field:
             extra.append(error_details_pb2.BadRequest(field_violations=[
@@ -46,6 +54,9 @@ class StreamError(Exception):
             extra.append(error_details_pb2.RetryInfo(
                 retry_delay=duration_pb2.Duration(seconds=int(self.retry_delay_s),
                                                   nanos=int(self.retry_delay_s % 1 * 1e9))))
+        if self.quota_subject:
+            extra.append(error_details_pb2.QuotaFailure(violations=[
+                error_details_pb2.QuotaFailure.Violation(subject=self.quota_subject, description=self.message)]))
         packed = []
         for msg in [*details, *extra]:
             any_msg = any_pb2.Any()
@@ -69,3 +80,9 @@ def protocol_order(message: str) -> StreamError:
 
 def unavailable(reason: str, message: str, retry_delay_s: float) -> StreamError:
     return StreamError(grpc.StatusCode.UNAVAILABLE, reason, message, retry_delay_s=retry_delay_s)
+
+
+def session_quota(tenant: str, limit: int) -> StreamError:
+    return StreamError(grpc.StatusCode.RESOURCE_EXHAUSTED, SESSION_QUOTA,
+                       f"tenant {tenant!r} already has its {limit} concurrent session(s)",
+                       info={"tenant": tenant, "limit": str(limit)}, quota_subject=f"tenant:{tenant}")

@@ -20,6 +20,7 @@ from . import compat, metrics
 from .api import SpeechServicer
 from .clock import Clock, SystemClock
 from .config import Config
+from .security import Security
 from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("server")
@@ -31,6 +32,7 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 class Server:
     def __init__(self, config: Config, clock: Clock | None = None) -> None:
         self.config = config
+        self._security = Security(config)  # reads and checks the TLS and token files: bad ones fail the start
         self._health = health.aio.HealthServicer()
         self._supervisor = SidecarSupervisor(config, self._on_engine_ready)
         self._speech = SpeechServicer(config, self._supervisor, clock or SystemClock())
@@ -50,7 +52,7 @@ class Server:
 
     async def start(self) -> None:
         c = self.config
-        self._grpc = grpc.aio.server(options=[
+        self._grpc = grpc.aio.server(interceptors=self._security.interceptors(), options=[
             ("grpc.max_receive_message_length", c.max_message_bytes),
             ("grpc.so_reuseport", 0),
             # Fixed per-stream window: at most this much unread client audio sits in the
@@ -63,19 +65,23 @@ class Server:
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
         reflection.enable_server_reflection(
             (SPEECH_SERVICE, *compat_services, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc)
-        self.port = self._grpc.add_insecure_port(f"{c.host}:{c.port}")
+        address, credentials = f"{c.host}:{c.port}", self._security.credentials
+        self.port = (self._grpc.add_secure_port(address, credentials) if credentials
+                     else self._grpc.add_insecure_port(address))
+        self._security.warn_if_exposed(c.host)
         await self._health.set("", SERVING)
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)
         await self._grpc.start()
         metrics.serve_metrics(c.metrics_port, c.host, lambda: len(self._speech.sessions))
         print(f"voxgate listening on {c.host}:{self.port}", flush=True)
-        log.info("listening", host=c.host, port=self.port, engine=c.engine)
+        log.info("listening", host=c.host, port=self.port, engine=c.engine, **self._security.describe())
         await self._supervisor.start()
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._security.reload)  # new certificates and tokens, no restart
         try:
             await self.start()
             await self._stop.wait()

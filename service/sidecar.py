@@ -1,5 +1,9 @@
 """Spawns and supervises the engine sidecar: ready handshake, health checks, restarts.
 
+With `sidecar_external` someone else runs the sidecar (a second container in the
+pod, a systemd unit): the service only attaches to its socket, health-checks it,
+and when it goes away waits for it to come back.
+
 While the sidecar is down, `ready` is False and new sessions are refused with
 UNAVAILABLE + a retry delay; listeners hear every state change (health).
 """
@@ -9,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine
@@ -38,7 +43,9 @@ class SidecarSupervisor:
     def __init__(self, config: Config, on_ready_change: Callable[[bool], None]) -> None:
         self._config = config
         self._on_ready_change = on_ready_change
-        self._socket = Path(config.sidecar_socket or Path(tempfile.mkdtemp(prefix="voxgate-")) / "engine.sock")
+        # Default: a fresh private directory (mkdtemp makes it 0700) that only this process uses.
+        self._own_dir = None if config.sidecar_socket else Path(tempfile.mkdtemp(prefix="voxgate-"))
+        self._socket = self._own_dir / "engine.sock" if self._own_dir else Path(config.sidecar_socket)
         self._proc: asyncio.subprocess.Process | None = None
         self._channel: grpc.aio.Channel | None = None
         self.stub: engine_pb2_grpc.EngineStub | None = None
@@ -47,7 +54,9 @@ class SidecarSupervisor:
         self._ready_event = asyncio.Event()
         self._down_event = asyncio.Event()
         self.restarts = 0
+        self._attached_before = False
         self._stopping = False
+        self._check_now = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -55,7 +64,15 @@ class SidecarSupervisor:
         return self._proc.pid if self._proc else None
 
     async def start(self) -> None:
-        """First start: failure here is fatal (a broken install should not serve)."""
+        """First start: failure here is fatal (a broken install should not serve).
+
+        External: attach in the background; readiness stays NOT_SERVING until the sidecar answers.
+        """
+        if self._config.sidecar_external:
+            if not self._config.sidecar_socket:
+                raise SidecarStartError("--sidecar-external needs --sidecar-socket")
+            self._keep(self._follow_external())
+            return
         await self._spawn()
         self._keep(self._supervise())
 
@@ -83,6 +100,7 @@ class SidecarSupervisor:
             await self._proc.wait()
             raise SidecarStartError(f"sidecar exited with {self._proc.returncode} before it was ready")
         self._keep(self._drain_stdout(self._proc.stdout))
+        check_private_socket(self._socket)
         self._channel = grpc.aio.insecure_channel(f"unix:{self._socket}")
         self.stub = engine_pb2_grpc.EngineStub(self._channel)
         self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
@@ -114,6 +132,7 @@ class SidecarSupervisor:
         notice a dead sidecar rather than hand the stale stub back.
         """
         if failed is not None and self.stub is failed:
+            self._check_now.set()  # external: the broken stream is the first sign the sidecar went away
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._down_event.wait(), STALE_STUB_GRACE_S)
         if not self.ready and timeout_s > 0 and not self._stopping:
@@ -153,10 +172,46 @@ class SidecarSupervisor:
                 log.error("sidecar_restart_failed", error=str(exc))
                 delay = min(delay * 2, 10.0)
 
+    async def _follow_external(self) -> None:
+        """Attach to a sidecar someone else runs; when it goes away, wait for the next one."""
+        while not self._stopping:
+            await self._attach()
+            await self._health_checks()
+            self._set_ready(False)
+            await self._close_channel()
+            if not self._stopping:
+                log.warning("sidecar_lost", socket=str(self._socket))
+
+    async def _attach(self) -> None:
+        waiting_logged = False
+        while not self._stopping:
+            channel = grpc.aio.insecure_channel(f"unix:{self._socket}")
+            stub = engine_pb2_grpc.EngineStub(channel)
+            try:
+                self.status = await stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                await channel.close()
+                if not waiting_logged:
+                    log.info("sidecar_waiting", socket=str(self._socket), error=str(exc.code()))
+                    waiting_logged = True
+                await asyncio.sleep(self._config.sidecar_restart_backoff_s)
+                continue
+            if self._attached_before:  # a re-attach is a restart of the sidecar
+                self.restarts += 1
+                metrics.SIDECAR_RESTARTS.inc()
+            self._attached_before = True
+            self._channel, self.stub = channel, stub
+            log.info("sidecar_attached", socket=str(self._socket), engine=self.status.engine,
+                     model=self.status.model)
+            self._set_ready(True)
+            return
+
     async def _health_checks(self) -> None:
         failures = 0
         while failures < FAILED_CHECKS_BEFORE_RESTART:
-            await asyncio.sleep(self._config.sidecar_health_interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._check_now.wait(), self._config.sidecar_health_interval_s)
+            self._check_now.clear()
             assert self.stub is not None
             try:
                 self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
@@ -165,6 +220,8 @@ class SidecarSupervisor:
             except grpc.RpcError as exc:
                 failures += 1
                 log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))
+                if self._config.sidecar_external and exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    return  # nothing listens: it is gone (whoever runs it restarts it)
 
     async def _close_channel(self) -> None:
         if self._channel is not None:
@@ -189,3 +246,14 @@ class SidecarSupervisor:
             await proc.wait()
         with contextlib.suppress(FileNotFoundError):
             self._socket.unlink()
+        if self._own_dir is not None:
+            with contextlib.suppress(OSError):
+                self._own_dir.rmdir()
+
+
+def check_private_socket(path: Path) -> None:
+    """Refuse an engine socket that another user owns or may connect to (it must be ours, 0600 or stricter)."""
+    st = path.stat()
+    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise SidecarStartError(f"engine socket {path} is not a private socket of this user "
+                                f"(mode {oct(st.st_mode & 0o777)}, owner {st.st_uid})")

@@ -30,8 +30,11 @@ class ServerProcess:
     proc: subprocess.Popen[str]
     target: str
     log_path: Path
+    credentials: grpc.ChannelCredentials | None = None  # a TLS server: what its clients connect with
 
     def channel(self) -> grpc.Channel:
+        if self.credentials is not None:
+            return grpc.secure_channel(self.target, self.credentials)
         return grpc.insecure_channel(self.target)
 
     def stub(self) -> speech_pb2_grpc.SpeechStub:
@@ -79,7 +82,8 @@ class ServerProcess:
 
 
 def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
-                 python: str = sys.executable, ready_timeout_s: float = 60.0) -> ServerProcess:
+                 python: str = sys.executable, ready_timeout_s: float = 60.0,
+                 credentials: grpc.ChannelCredentials | None = None) -> ServerProcess:
     log_path = tmp / f"server-{engine}-{time.monotonic_ns()}.log"
     cmd = [python, "-m", "service", "serve", "--port", "0", "--engine", engine, "--model", model, *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -90,7 +94,7 @@ def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
     if not match:
         proc.kill()
         raise AssertionError(f"server did not start: {line!r}\n{log_path.read_text()}")
-    server = ServerProcess(proc, match.group(1), log_path)
+    server = ServerProcess(proc, match.group(1), log_path, credentials)
     server.wait_health(serving=True, timeout_s=ready_timeout_s)
     return server
 

@@ -100,6 +100,7 @@ class Session:
         self._idle_warned = False
         self._speech_unanswered_since: float | None = None
         self._closing_resets = 0
+        self._speech_sent_to_ms = 0  # session time up to which speech chunks were sent to the engine
         self._written_ms = 0
         self._started_at = clock.monotonic()
         self._first_result_seen = False
@@ -200,6 +201,8 @@ class Session:
             if at_cap:
                 await self.finish_input(EndReason.MAX_DURATION)
         elif isinstance(msg, FinalizeIn):
+            if self._intake.skipping:
+                return  # resent after a resume, from before audio we already have: it was applied then
             await self._forward(self._intake.cut(now))
             await self._flush()
 
@@ -315,7 +318,7 @@ class Session:
                         self._end_message = "engine did not deliver final results in time"
                         return
                     continue
-                self._speech_unanswered_since = None
+                self._note_answer(out)
                 if self._close_deadline is not None:  # the engine is making progress: keep waiting
                     self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
                 if isinstance(out, Delta):
@@ -342,8 +345,7 @@ class Session:
         resend, self._resend = self._resend, []
         for chunk in resend:
             await link.send_audio(chunk.pcm16, chunk.speech)
-            if chunk.speech and self._speech_unanswered_since is None:
-                self._speech_unanswered_since = self._clock.monotonic()
+            self._note_speech_sent(chunk)
         if self._close_sent:
             await link.send_close()
         while True:
@@ -356,13 +358,25 @@ class Session:
                 lag_s = self._clock.monotonic() - item.received_at
                 self._write_lag_ms = int(lag_s * 1000)
                 metrics.LAG.observe(lag_s)
-                if item.speech and self._speech_unanswered_since is None:
-                    self._speech_unanswered_since = self._clock.monotonic()
+                self._note_speech_sent(item)
             elif isinstance(item, _Flush):
                 await link.send_flush(item.marker)
             else:
                 self._close_sent = True
                 await link.send_close()
+
+    def _note_speech_sent(self, chunk: Chunk) -> None:
+        if chunk.speech:
+            self._speech_sent_to_ms = max(self._speech_sent_to_ms, chunk.end_ms)
+            if self._speech_unanswered_since is None:
+                self._speech_unanswered_since = self._clock.monotonic()
+
+    def _note_answer(self, out: object) -> None:
+        """Engine output: the freeze clock restarts from now if speech sent is still beyond what it covers."""
+        covered = out.end_ms if isinstance(out, Delta) else out.audio_ms if isinstance(out, Flushed | Closed) \
+            else None
+        outstanding = covered is not None and self._speech_sent_to_ms > covered
+        self._speech_unanswered_since = self._clock.monotonic() if outstanding else None
 
     def _check_frozen(self) -> None:
         since = self._speech_unanswered_since

@@ -56,6 +56,11 @@ class AudioIntake:
                                         "bytes this session received")
         self._skip = self.bytes_in - client_offset
 
+    @property
+    def skipping(self) -> bool:
+        """A resumed client is still resending audio the session already has."""
+        return self._skip > 0
+
     def push(self, data: bytes, now: float) -> tuple[list[Chunk | SpeechBoundary], bool]:
         """Accept one audio message; returns engine inputs and whether the duration cap was reached."""
         if len(data) > self._limit:

@@ -24,6 +24,7 @@ from .client import SpeechClient
 from .config import StreamConfig
 from .encodings import ENCODINGS, Encoding, bytes_per_sample
 from .responses import error_details, format_error, response_to_dict
+from .security import Connection, add_connection_arguments, connection_from_args
 
 __all__ = ["DEFAULT_SERVER", "add_transcribe_arguments", "build_parser", "main", "run_transcribe"]
 
@@ -93,6 +94,7 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--language", default="", metavar="CODE", help="BCP-47 hint, e.g. en-US")
     parser.add_argument("--words", action="store_true", help="request per-word time offsets")
     parser.add_argument("--no-interim", action="store_true", help="final results only")
+    add_connection_arguments(parser)
     parser.set_defaults(transcribe_prog=parser.prog)
 
 
@@ -204,7 +206,9 @@ class _Printer:
         self._out.flush()
 
 
-def _stream(args: argparse.Namespace, source: _Input, printer: _Printer) -> None:
+def _stream(
+    args: argparse.Namespace, source: _Input, printer: _Printer, connection: Connection
+) -> None:
     config = StreamConfig(
         encoding=args.encoding,
         sample_rate_hz=source.sample_rate,
@@ -213,8 +217,12 @@ def _stream(args: argparse.Namespace, source: _Input, printer: _Printer) -> None
         word_time_offsets=args.words,
     )
     pace = None if args.no_pace else args.speed
-    with SpeechClient(args.server) as client:
-        for response in client.stream(config, source.chunks, pace=pace):
+    with SpeechClient(
+        args.server, credentials=connection.credentials, channel_options=connection.channel_options
+    ) as client:
+        for response in client.stream(
+            config, source.chunks, pace=pace, metadata=connection.metadata
+        ):
             printer.response(response_to_dict(response))
 
 
@@ -222,6 +230,11 @@ def run_transcribe(args: argparse.Namespace) -> int:
     """Run the command on parsed arguments; returns the exit status."""
     prog = getattr(args, "transcribe_prog", "voxgate-transcribe")
     printer = _Printer(sys.stdout, as_json=args.json)
+    try:
+        connection = connection_from_args(args)
+    except (OSError, ValueError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
     with contextlib.ExitStack() as stack:
         try:
             if args.file == "-":
@@ -236,7 +249,7 @@ def run_transcribe(args: argparse.Namespace) -> int:
             print(f"{prog}: error: {e}", file=sys.stderr)
             return 2
         try:
-            _stream(args, source, printer)
+            _stream(args, source, printer, connection)
         except grpc.RpcError as e:
             printer.finish()
             details = error_details(e)

@@ -11,6 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ._proto import speech_pb2, speech_pb2_grpc
 from .responses import capabilities_to_dict, error_details, format_error
+from .security import add_connection_arguments, connection_from_args
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 HEALTH_NAMES = {health_pb2.HealthCheckResponse.SERVING: "SERVING",
@@ -20,6 +21,7 @@ HEALTH_NAMES = {health_pb2.HealthCheckResponse.SERVING: "SERVING",
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="one JSON object")
+    add_connection_arguments(parser)
 
 
 def _health(channel: grpc.Channel, service: str) -> str:
@@ -32,10 +34,15 @@ def _health(channel: grpc.Channel, service: str) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    with grpc.insecure_channel(args.server) as channel:
+    try:
+        connection = connection_from_args(args)
+    except (OSError, ValueError) as exc:
+        print(f"voxgate status: error: {exc}", file=sys.stderr)
+        return 2
+    with connection.channel(args.server) as channel:
         try:
             caps = speech_pb2_grpc.SpeechStub(channel).GetCapabilities(
-                speech_pb2.GetCapabilitiesRequest(), timeout=10)
+                speech_pb2.GetCapabilitiesRequest(), timeout=10, metadata=connection.metadata)
         except grpc.RpcError as exc:
             print(f"voxgate status: {format_error(error_details(exc))}", file=sys.stderr)
             return 1

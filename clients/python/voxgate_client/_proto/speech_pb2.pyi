@@ -140,6 +140,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """NOT_FOUND: no session to resume with this token (unknown, ended, or its window passed)."""
     SESSION_ATTACHED: _ErrorReason.ValueType  # 11
     """FAILED_PRECONDITION: the session is still attached to another stream."""
+    TOKEN_MISSING: _ErrorReason.ValueType  # 12
+    """UNAUTHENTICATED: the server requires a bearer token (metadata "authorization: Bearer <token>")."""
+    TOKEN_INVALID: _ErrorReason.ValueType  # 13
+    """UNAUTHENTICATED: the bearer token is not one the server knows."""
+    API_NOT_ALLOWED: _ErrorReason.ValueType  # 14
+    """PERMISSION_DENIED: the token's tenant may not use this API (ErrorInfo metadata "api")."""
+    SESSION_QUOTA: _ErrorReason.ValueType  # 15
+    """RESOURCE_EXHAUSTED + QuotaFailure: the tenant already has its maximum of concurrent sessions."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable `reason` strings sent in google.rpc.ErrorInfo (domain "voxgate.dev").
@@ -169,6 +177,14 @@ SESSION_NOT_FOUND: ErrorReason.ValueType  # 10
 """NOT_FOUND: no session to resume with this token (unknown, ended, or its window passed)."""
 SESSION_ATTACHED: ErrorReason.ValueType  # 11
 """FAILED_PRECONDITION: the session is still attached to another stream."""
+TOKEN_MISSING: ErrorReason.ValueType  # 12
+"""UNAUTHENTICATED: the server requires a bearer token (metadata "authorization: Bearer <token>")."""
+TOKEN_INVALID: ErrorReason.ValueType  # 13
+"""UNAUTHENTICATED: the bearer token is not one the server knows."""
+API_NOT_ALLOWED: ErrorReason.ValueType  # 14
+"""PERMISSION_DENIED: the token's tenant may not use this API (ErrorInfo metadata "api")."""
+SESSION_QUOTA: ErrorReason.ValueType  # 15
+"""RESOURCE_EXHAUSTED + QuotaFailure: the tenant already has its maximum of concurrent sessions."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final

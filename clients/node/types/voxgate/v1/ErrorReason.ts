@@ -13,6 +13,10 @@ export const ErrorReason = {
   ENGINE_ERROR: 'ENGINE_ERROR',
   SESSION_NOT_FOUND: 'SESSION_NOT_FOUND',
   SESSION_ATTACHED: 'SESSION_ATTACHED',
+  TOKEN_MISSING: 'TOKEN_MISSING',
+  TOKEN_INVALID: 'TOKEN_INVALID',
+  API_NOT_ALLOWED: 'API_NOT_ALLOWED',
+  SESSION_QUOTA: 'SESSION_QUOTA',
 } as const;
 
 export type ErrorReason =
@@ -40,5 +44,13 @@ export type ErrorReason =
   | 10
   | 'SESSION_ATTACHED'
   | 11
+  | 'TOKEN_MISSING'
+  | 12
+  | 'TOKEN_INVALID'
+  | 13
+  | 'API_NOT_ALLOWED'
+  | 14
+  | 'SESSION_QUOTA'
+  | 15
 
 export type ErrorReason__Output = typeof ErrorReason[keyof typeof ErrorReason]

@@ -1,0 +1,271 @@
+"""Three `voxgate serve` instances behind a real gRPC load balancer (nginx: grpc_pass, least_conn, HTTP/2),
+started by the test on loopback: new streams spread over the instances; SIGTERM on one drains it (its
+sessions get their final results and SessionEnded{DRAINING}); each of its clients reconnects through the
+balancer as a new session on another instance and carries on with the audio after its last final.
+
+Resume tokens are per instance: a drained session's client cannot resume on another one, so it starts a
+new session there (deploy/README.md, "Scale-out").
+
+nginx comes from scripts/ci_toolchains.sh (Debian nginx-light). Without it the test skips, or fails when
+VOXGATE_REQUIRE_CLIENT_TOOLCHAINS=1 (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.helpers import ServerProcess, error_reason, silence, start_server, voiced
+from voxgate_client import SpeechClient
+from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.config import StreamConfig
+
+INSTANCES = 3
+LEGS = 6
+RATE = 16000
+BYTES_PER_S = RATE * 2
+CHUNK = BYTES_PER_S // 10  # 100 ms
+# Speech and pauses: a final result every 2 s (the pause ends each utterance).
+AUDIO = (voiced(1.0) + silence(1.0)) * 4
+DRAIN_GRACE_S = 5
+
+
+def find_nginx() -> str | None:
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log info;
+events {{ worker_connections 1024; }}
+http {{
+    log_format upstream '$upstream_addr $status $request_time';
+    access_log {tmp}/access.log upstream;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream voxgate {{
+        least_conn;
+{servers}
+    }}
+    server {{
+        listen 127.0.0.1:{port} http2;
+        # A session is one long request: no body size limit, long timeouts (voxgate ends idle ones).
+        client_max_body_size 0;
+        client_body_timeout 1h;
+        grpc_read_timeout 1h;
+        grpc_send_timeout 1h;
+        location / {{
+            grpc_pass grpc://voxgate;
+        }}
+    }}
+}}
+"""
+
+
+@dataclass
+class Balancer:
+    proc: subprocess.Popen[bytes]
+    target: str
+    dir: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_nginx(nginx: str, tmp: Path, upstreams: list[str]) -> Balancer:
+    tmp.mkdir()
+    for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (tmp / sub).mkdir(mode=0o777)
+    tmp.chmod(0o755)  # workers may run as another user (nobody) when the test runs as root
+    port = free_port()
+    servers = "\n".join(f"        server {u} max_fails=1 fail_timeout=30s;" for u in upstreams)
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, servers=servers))
+    proc = subprocess.Popen([nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
+                            stdout=subprocess.DEVNULL, stderr=(tmp / "stderr.log").open("wb"))
+    balancer = Balancer(proc, f"127.0.0.1:{port}", tmp)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, (tmp / "stderr.log").read_text() + (tmp / "error.log").read_text()
+        try:
+            with SpeechClient(balancer.target) as client:
+                client.get_capabilities(timeout=2)
+            return balancer
+        except grpc.RpcError:
+            time.sleep(0.1)
+    balancer.stop()
+    raise AssertionError("nginx did not proxy: " + (tmp / "error.log").read_text())
+
+
+@dataclass
+class Session:
+    session_id: str
+    end_reason: int = 0
+    finals: list[str] = field(default_factory=list)
+    audio_bytes_sent: int = 0
+
+
+@dataclass
+class Leg:
+    """One caller: streams AUDIO through the balancer; reconnects after a drain with the audio after its
+    last final result (as a new session: resume tokens do not cross instances)."""
+
+    target: str
+    started: threading.Event = field(default_factory=threading.Event)
+    sessions: list[Session] = field(default_factory=list)
+    current: Session | None = None
+    refused: list[str] = field(default_factory=list)
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+            self.started.set()
+
+    def _run(self) -> None:
+        config = StreamConfig("LINEAR16", RATE)
+        position = 0
+        with SpeechClient(self.target) as client:
+            for _attempt in range(50):
+                try:
+                    session, resend_from = self._one_session(client, config, position)
+                except grpc.RpcError as exc:
+                    code, reason, _ = error_reason(exc)
+                    if code != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    self.refused.append(reason)  # e.g. DRAINING from the instance on its way out
+                    time.sleep(0.2)
+                    continue
+                self.sessions.append(session)
+                if session.end_reason != pb.SESSION_END_REASON_DRAINING:
+                    return
+                position = resend_from
+            raise AssertionError("never finished")
+
+    def _one_session(self, client: SpeechClient, config: StreamConfig, position: int) -> tuple[Session, int]:
+        session = Session("")
+
+        def audio() -> Iterator[bytes]:
+            for i in range(position, len(AUDIO), CHUNK):
+                session.audio_bytes_sent = i + CHUNK - position
+                yield AUDIO[i:i + CHUNK]
+
+        resend_from = position
+        for r in client.stream(config, audio(), pace=1.0, timeout=60):
+            kind = r.WhichOneof("response")
+            if kind == "started":
+                session.session_id = r.started.session_id
+                self.current = session
+                self.started.set()
+            elif kind == "result" and r.result.is_final:
+                session.finals.append(r.result.text)
+                end = position + int(r.result.end_offset.ToMilliseconds() * BYTES_PER_S / 1000)
+                resend_from = max(resend_from, end - end % 2)
+            elif kind == "ended":
+                session.end_reason = r.ended.reason
+        return session, resend_from
+
+
+def instance_of(servers: list[ServerProcess], session_id: str) -> int:
+    (index,) = [i for i, s in enumerate(servers) if session_id in s.log()]
+    return index
+
+
+def active_sessions(server: ServerProcess) -> int:
+    return int(server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions)
+
+
+@pytest.fixture
+def nginx() -> str:
+    path = find_nginx()
+    if path is None:
+        if os.environ.get("VOXGATE_REQUIRE_CLIENT_TOOLCHAINS") == "1":
+            pytest.fail("nginx is required in CI (scripts/ci_toolchains.sh installs nginx-light)")
+        pytest.skip("nginx is not installed (apt-get install nginx-light, or scripts/ci_toolchains.sh)")
+    return path
+
+
+def test_streams_spread_and_a_drained_instance_hands_its_clients_to_the_others(nginx: str, tmp_path: Path) -> None:
+    servers: list[ServerProcess] = []
+    balancer = None
+    threads: list[threading.Thread] = []
+    try:
+        for _ in range(INSTANCES):
+            servers.append(start_server(tmp_path, "--drain-grace-s", str(DRAIN_GRACE_S), "--retry-delay-s", "0.2",
+                                        engine="fake"))
+        balancer = start_nginx(nginx, tmp_path / "nginx", [s.target for s in servers])
+
+        # New streams spread: least_conn sends each new stream to the instance with the fewest.
+        legs = [Leg(balancer.target) for _ in range(LEGS)]
+        for leg in legs:
+            threads.append(threading.Thread(target=leg.run))
+            threads[-1].start()
+            assert leg.started.wait(20) and leg.error is None, leg.error
+        assert [active_sessions(s) for s in servers] == [LEGS // INSTANCES] * INSTANCES
+        first = [instance_of(servers, leg.current.session_id) for leg in legs if leg.current]
+        assert sorted(first) == sorted(list(range(INSTANCES)) * (LEGS // INSTANCES))
+
+        # Drain instance 0 once its sessions have had a final result.
+        time.sleep(2.5)
+        drained = servers[0]
+        drained.proc.send_signal(signal.SIGTERM)
+        assert drained.proc.wait(DRAIN_GRACE_S + 10) == 0
+        for thread in threads:
+            thread.join(60)
+            assert not thread.is_alive()
+        for leg in legs:
+            assert leg.error is None, leg.error
+
+        moved = [leg for leg, where in zip(legs, first, strict=True) if where == 0]
+        stayed = [leg for leg, where in zip(legs, first, strict=True) if where != 0]
+        assert len(moved) == LEGS // INSTANCES
+        for leg in moved:
+            before, *after = leg.sessions
+            assert before.end_reason == pb.SESSION_END_REASON_DRAINING
+            assert before.finals, "the drained session got its final results first"
+            assert after, "the client reconnected through the balancer"
+            assert after[-1].end_reason == pb.SESSION_END_REASON_CLIENT_END
+            assert all(instance_of(servers, s.session_id) != 0 for s in after), "...to another instance"
+            assert any(s.finals for s in after), "...and carried on"
+            assert set(leg.refused) <= {"DRAINING"}
+        for leg in stayed:
+            (only,) = leg.sessions
+            assert only.end_reason == pb.SESSION_END_REASON_CLIENT_END and len(only.finals) >= 3
+        assert [active_sessions(s) for s in servers[1:]] == [0] * (INSTANCES - 1)
+    finally:
+        for thread in threads:
+            thread.join(30)
+        if balancer is not None:
+            balancer.stop()
+        for server in servers:
+            server.stop()
