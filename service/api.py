@@ -32,6 +32,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._clock = clock
         self._sessions: dict[str, Session] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
+        self._starting = 0  # admitted sessions still opening their engine link (not yet in _sessions)
         self._no_sessions = asyncio.Event()
         self._no_sessions.set()
         self.draining = False
@@ -54,7 +55,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                                      c.retry_delay_s)
         status = self._supervisor.status
         limit = min(c.max_sessions, status.max_sessions) if status and status.max_sessions else c.max_sessions
-        if len(self._sessions) >= limit:
+        if len(self._sessions) + self._starting >= limit:
             raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
         if tenant is not None:
             quota = tenant.max_sessions or c.tenant_max_sessions
@@ -89,11 +90,14 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         session = Session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended)
         if tenant is not None:
             self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
+        self._starting += 1  # holds its slot while it starts: a burst cannot all pass _admit at once
         try:
             await session.start()
         except BaseException:
             self._tenant_of.pop(session_id, None)
             raise
+        finally:
+            self._starting -= 1
         metrics.SESSIONS_STARTED.inc()
         self._sessions[session.resume_token] = session
         self._no_sessions.clear()

@@ -74,6 +74,8 @@ def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: Server
     assert words == reference, f"the transcript is complete: {len(words)} vs {len(reference)} words; " + \
         str(responses[-1])
     assert responses[-1].ended.audio_duration.ToSeconds() == 60
+    print(f"\n10x client: 60 s of audio took {took:.1f}s (engine ~4x); peak buffered "
+          f"{max(f.buffered_audio_ms for f in flows)} ms; service RSS +{(max(peak) - before) / MIB:.1f} MiB")
     assert max(peak) - before < 64 * MIB
 
 
@@ -97,6 +99,8 @@ def test_a_client_that_stops_reading_costs_bounded_memory(slow_engine: ServerPro
         peak = max(peak, rss_bytes(slow_engine.proc.pid))
     responses = list(call)
     assert sent.is_set()
+    print(f"\nslow reader: 10 s unread; service RSS +{(peak - before) / MIB:.1f} MiB; {len(responses)} responses "
+          "after coalescing")
     assert peak - before < 64 * MIB
     assert final_words(responses) == reference_words(fake_server, audio), "the session carried on"
     interims = [r for r in responses if r.HasField("result") and not r.result.is_final]

@@ -103,3 +103,85 @@ def test_after_the_window_the_session_ends_and_frees_its_slot(tmp_path) -> None:
         assert recognize(server.stub(), [config_request()])[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
     finally:
         server.stop()
+
+
+def test_a_vanished_client_is_never_taken_for_a_half_close(fake_server: ServerProcess) -> None:
+    # A cancelled RPC also ends its request stream; the session must wait for a resume, not finish.
+    for _ in range(20):
+        gate = threading.Event()
+
+        def vanishing(gate: threading.Event = gate) -> Iterator[pb.StreamingRecognizeRequest]:
+            yield flow_config()
+            yield pb.StreamingRecognizeRequest(audio=voiced(0.2))
+            gate.wait(10)
+
+        call = fake_server.stub().StreamingRecognize(vanishing(), timeout=30)
+        got = []
+        for response in call:
+            got.append(response)
+            if response.HasField("flow_status") and response.flow_status.acked_audio_bytes == 6400:
+                break
+        call.cancel()
+        gate.set()
+        resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+            resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=6400))
+        rest = recognize(fake_server.stub(), [resume, pb.StreamingRecognizeRequest(audio=voiced(0.3))])
+        assert rest[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        assert rest[-1].ended.audio_duration.ToMilliseconds() == 500, "the session went on after the resume"
+
+
+def test_a_resent_finalize_from_before_the_resume_point_is_not_applied_twice(fake_server: ServerProcess) -> None:
+    a, b, c = voiced(0.5), voiced(0.5), voiced(0.5) + silence(1.0)
+    finalize = pb.StreamingRecognizeRequest(finalize=pb.Finalize())
+
+    def audio(data: bytes) -> pb.StreamingRecognizeRequest:
+        return pb.StreamingRecognizeRequest(audio=data)
+
+    reference = final_results(recognize(fake_server.stub(), [flow_config(), audio(a), finalize, audio(b), audio(c)]))
+    gate = threading.Event()
+
+    def first() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield flow_config()
+        yield audio(a)
+        yield finalize
+        yield audio(b)
+        gate.wait(10)
+
+    call = fake_server.stub().StreamingRecognize(first(), timeout=30)
+    got = []
+    for response in call:
+        got.append(response)
+        if response.HasField("flow_status") and response.flow_status.acked_audio_bytes == len(a) + len(b):
+            break
+    call.cancel()
+    gate.set()
+    # The client knows only that `a` was acknowledged: it resends from there, finalize included.
+    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+        resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=len(a)))
+    rest = recognize(fake_server.stub(), [resume, finalize, audio(b), audio(c)])
+    results = final_results(got) + final_results(rest)
+    assert [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in results] == \
+        [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in reference]
+
+
+def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) -> None:
+    gate = threading.Event()
+
+    def hold() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request()
+        gate.wait(10)
+
+    call = fake_server.stub().StreamingRecognize(hold(), timeout=30)
+    started = next(iter(call))
+    call.cancel()
+    gate.set()
+    token = started.started.resume_token
+    with pytest.raises(grpc.RpcError) as info:
+        recognize(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+            resume_token=token, resume_last_seq=started.seq + 5))])
+    code, reason, meta = error_reason(info.value)
+    assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG",
+                                                 "config.resume_last_seq")
+    ok = recognize(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+        resume_token=token, resume_last_seq=started.seq))])  # the session is still there to resume
+    assert ok[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END

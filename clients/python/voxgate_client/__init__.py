@@ -12,6 +12,8 @@ from .responses import (
     format_error,
     response_to_dict,
 )
+from .resume import ResumePolicy
+from .security import bearer_metadata, tls_credentials
 
 __version__ = "0.1.0"
 
@@ -24,10 +26,12 @@ __all__ = [
     "AudioItem",
     "Control",
     "Encoding",
+    "ResumePolicy",
     "SpeechClient",
     "StreamConfig",
     "Transcript",
     "__version__",
+    "bearer_metadata",
     "capabilities_to_dict",
     "chunk_bytes",
     "chunks",
@@ -43,4 +47,5 @@ __all__ = [
     "read_raw",
     "read_wav",
     "response_to_dict",
+    "tls_credentials",
 ]

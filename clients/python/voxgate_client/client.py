@@ -22,6 +22,7 @@ from ._proto import speech_pb2, speech_pb2_grpc
 from .audio import chunk_bytes, chunks
 from .config import AudioItem, StreamConfig, audio_item_duration_s, config_request, request_for
 from .pacing import Pacer
+from .resume import ResumePolicy, resuming_stream
 
 __all__ = ["AsyncSpeechClient", "SpeechClient", "Transcript"]
 
@@ -102,13 +103,24 @@ class SpeechClient:
         pace: float | None = None,
         metadata: Metadata | None = None,
         timeout: float | None = None,
+        resume: bool | ResumePolicy = False,
     ) -> Iterator[Response]:
         """Stream `audio` and yield responses as they arrive.
 
         `pace`: speed factor against real time (1.0 = real time); None sends
         as fast as the channel allows. Raises grpc.RpcError when the RPC fails,
         or the exception the audio iterable raised.
+
+        `resume`: True (or a ResumePolicy) reconnects after a dropped
+        connection and continues the same session without losing or repeating
+        results (see voxgate_client.resume); FlowStatus responses are then
+        enabled and yielded too. `timeout` bounds the whole stream.
         """
+        if resume:
+            policy = resume if isinstance(resume, ResumePolicy) else ResumePolicy()
+            yield from resuming_stream(self._stub, config, audio, pace=pace, metadata=metadata,
+                                       timeout=timeout, policy=policy)
+            return
         pacer = Pacer(pace)
         failure: list[Exception] = []
         stop = threading.Event()
@@ -147,11 +159,12 @@ class SpeechClient:
         pace: float | None = None,
         metadata: Metadata | None = None,
         timeout: float | None = None,
+        resume: bool | ResumePolicy = False,
     ) -> Transcript:
         """Send all of `audio` (bytes are cut into 100 ms chunks) and collect the finals."""
         items = _as_items(audio, config)
         return _transcript(
-            self.stream(config, items, pace=pace, metadata=metadata, timeout=timeout)
+            self.stream(config, items, pace=pace, metadata=metadata, timeout=timeout, resume=resume)
         )
 
     def close(self) -> None:

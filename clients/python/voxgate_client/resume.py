@@ -1,0 +1,256 @@
+"""Automatic resume of a streaming session after a dropped connection (blocking client).
+
+With resume on, the stream asks for FlowStatus responses and remembers the
+session's resume token, the last response `seq` it received and the last
+acknowledged audio offset (`FlowStatus.acked_audio_bytes`). Audio sent since
+that acknowledgement is kept in a bounded buffer. When the connection breaks
+mid-stream (UNAVAILABLE, before the session's `ended`), the client reconnects
+with bounded, backed-off retries, presents the token, the last seq and the
+offset it resends from, and resends the buffered audio; the server skips what
+it already has and sends again the responses after that seq. Results are
+de-duplicated by result id, so a caller never sees a final result twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from ._proto import speech_pb2, speech_pb2_grpc
+from .config import (
+    AudioItem,
+    Control,
+    StreamConfig,
+    audio_item_duration_s,
+    config_request,
+    request_for,
+)
+from .pacing import Pacer
+
+__all__ = ["ResumePolicy", "resuming_stream"]
+
+Response = speech_pb2.StreamingRecognizeResponse
+Request = speech_pb2.StreamingRecognizeRequest
+Metadata = Sequence[tuple[str, str | bytes]]
+
+# Only a transport failure is resumed; a status the server chose (with an ErrorInfo) is final.
+RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
+
+
+@dataclass(frozen=True)
+class ResumePolicy:
+    """How a stream with `resume=` reconnects.
+
+    max_attempts: reconnects tried in a row for one disconnect (reset once a
+      reconnected stream delivers a response); then the last error is raised.
+    backoff_s / max_backoff_s: the first delay between attempts, doubled each time up to the max.
+    max_unacked_bytes: audio kept for resending; when the server's
+      acknowledgements fall this far behind, no more audio is read from the
+      iterable until they catch up (the same backpressure the server applies).
+    flow_status_interval_ms: how often the server acknowledges audio.
+    """
+
+    max_attempts: int = 5
+    backoff_s: float = 0.2
+    max_backoff_s: float = 5.0
+    max_unacked_bytes: int = 4 * 1024 * 1024
+    flow_status_interval_ms: int = 200
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.backoff_s < 0 or self.max_unacked_bytes <= 0:
+            raise ValueError(
+                "max_attempts >= 1, backoff_s >= 0 and max_unacked_bytes > 0 are required"
+            )
+        if self.flow_status_interval_ms <= 0:
+            raise ValueError("flow_status_interval_ms must be positive")
+
+
+@dataclass
+class _Entry:
+    serial: int
+    offset: int  # audio bytes of the stream before this item
+    item: AudioItem
+
+    @property
+    def end(self) -> int:
+        return self.offset + (0 if isinstance(self.item, Control) else len(self.item))
+
+
+class _Outbox:
+    """The audio iterable, read once, and what was read but not yet acknowledged.
+
+    Each connection gets a sender (a request iterator grpc drains on its own
+    thread); a sender of a dead connection stops, and the next one resends
+    from the buffer, so no item is lost or read twice from the iterable.
+    """
+
+    def __init__(
+        self, audio: Iterable[AudioItem], config: StreamConfig, pace: float | None, max_unacked: int
+    ) -> None:
+        self._items = iter(audio)
+        self._config = config
+        self._pacer = Pacer(pace)
+        self._max_unacked = max_unacked
+        self._cond = threading.Condition()
+        self._buffer: deque[_Entry] = deque()
+        self._serial = 0
+        self._offset = 0  # audio bytes read from the iterable
+        self._acked = 0
+        self._exhausted = False
+        self._epoch = 0
+        self.failure: Exception | None = None  # what the caller's iterable raised
+
+    def resume_offset(self) -> int:
+        """Where the next connection's audio starts: the oldest unacknowledged item."""
+        with self._cond:
+            return self._buffer[0].offset if self._buffer else self._offset
+
+    def ack(self, acked_bytes: int) -> None:
+        with self._cond:
+            self._acked = max(self._acked, acked_bytes)
+            while self._buffer and (
+                self._buffer[0].end <= self._acked
+                if not isinstance(self._buffer[0].item, Control)
+                else self._buffer[0].offset < self._acked
+            ):
+                self._buffer.popleft()
+            self._cond.notify_all()
+
+    def new_epoch(self) -> int:
+        with self._cond:
+            self._epoch += 1
+            self._cond.notify_all()
+            return self._epoch
+
+    def sender(self, first: Request, epoch: int, stop: threading.Event) -> Iterator[Request]:
+        """One connection's requests: `first`, the unacknowledged items, then new ones."""
+        yield first
+        next_serial = 0
+        while True:
+            try:
+                with self._cond:
+                    found = self._next(next_serial, epoch, stop)
+            except Exception as e:  # the caller's iterable failed: the caller gets this error
+                self.failure = e
+                raise
+            if found is None:
+                return
+            entry, fresh = found
+            next_serial = entry.serial + 1
+            # Pace new audio only; a resend goes out at once.
+            if fresh and stop.wait(
+                self._pacer.delay(audio_item_duration_s(entry.item, self._config))
+            ):
+                return
+            yield request_for(entry.item)
+
+    def _next(
+        self, next_serial: int, epoch: int, stop: threading.Event
+    ) -> tuple[_Entry, bool] | None:
+        """Under the lock: the next buffered item to resend, else a new one from the iterable."""
+        while True:
+            if epoch != self._epoch or stop.is_set():
+                return None  # this connection is over; the next one resends from the buffer
+            for entry in self._buffer:
+                if entry.serial >= next_serial:
+                    return entry, False
+            if self._exhausted:
+                return None
+            if self._offset - self._acked < self._max_unacked:
+                break
+            self._cond.wait(0.1)  # too much unacknowledged audio: wait for the server
+        try:
+            item = next(self._items)
+        except StopIteration:
+            self._exhausted = True
+            return None
+        entry = _Entry(self._serial, self._offset, item)
+        self._serial += 1
+        self._offset = entry.end
+        if item is not Control.KEEP_ALIVE:  # a keep-alive is never worth resending
+            self._buffer.append(entry)
+        return entry, True
+
+
+def _first_config(config: StreamConfig, interval_ms: int) -> Request:
+    request = config_request(config)
+    request.config.flow_status.enabled = True
+    request.config.flow_status.interval_ms = interval_ms
+    return request
+
+
+def _resume_config(token: str, last_seq: int, audio_bytes: int) -> Request:
+    return Request(
+        config=speech_pb2.StreamingConfig(
+            resume_token=token, resume_last_seq=last_seq, resume_audio_bytes=audio_bytes
+        )
+    )
+
+
+def resuming_stream(
+    stub: speech_pb2_grpc.SpeechStub,
+    config: StreamConfig,
+    audio: Iterable[AudioItem],
+    *,
+    pace: float | None,
+    metadata: Metadata | None,
+    timeout: float | None,
+    policy: ResumePolicy,
+) -> Iterator[Response]:
+    """SpeechClient.stream with automatic resume (see the module docstring)."""
+    outbox = _Outbox(audio, config, pace, policy.max_unacked_bytes)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    token, last_seq = "", 0
+    finalized: set[str] = set()
+    failures = 0
+    request = _first_config(config, policy.flow_status_interval_ms)
+    while True:
+        epoch = outbox.new_epoch()
+        stop = threading.Event()
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        call = stub.StreamingRecognize(
+            outbox.sender(request, epoch, stop), metadata=metadata, timeout=remaining
+        )
+        ended = False
+        try:
+            for response in call:
+                failures = 0
+                if response.seq and response.seq <= last_seq:
+                    continue  # already delivered before the reconnect
+                last_seq = max(last_seq, response.seq)
+                kind = response.WhichOneof("response")
+                if kind == "started" and response.started.resume_token:
+                    token = response.started.resume_token
+                elif kind == "flow_status":
+                    outbox.ack(response.flow_status.acked_audio_bytes)
+                elif kind == "ended":
+                    ended = True
+                elif kind == "result":
+                    if response.result.result_id in finalized:
+                        continue  # never a result of an utterance already final
+                    if response.result.is_final:
+                        finalized.add(response.result.result_id)
+                yield response
+            return
+        except grpc.RpcError as e:
+            if outbox.failure is not None:
+                raise outbox.failure from e
+            code = e.code()
+            if ended or not token or code not in RESUMABLE:
+                raise
+            failures += 1
+            if failures > policy.max_attempts:
+                raise
+            delay = min(policy.backoff_s * 2 ** (failures - 1), policy.max_backoff_s)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise
+            time.sleep(delay)
+            request = _resume_config(token, last_seq, outbox.resume_offset())
+        finally:
+            stop.set()  # wake the sender's pacing wait; it ends with its connection
+            call.cancel()

@@ -1,0 +1,173 @@
+"""The Python client's automatic resume, against a real server, through a TCP proxy that drops connections."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from tests.helpers import ServerProcess
+from tests.reliability.streams import speech_pattern
+from voxgate_client import FINALIZE, AudioItem, ResumePolicy, SpeechClient, StreamConfig, chunks
+from voxgate_client._proto import speech_pb2 as pb
+
+CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=16000, endpointing_silence_ms=500)
+POLICY = ResumePolicy(backoff_s=0.05, flow_status_interval_ms=100)
+
+
+class Proxy:
+    """A TCP relay whose connections the test can cut at will (both directions, like a network drop)."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self.accepted = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self._target)
+            with self._lock:
+                self.accepted += 1
+                self._sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """Drop every live connection."""
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        """Stop listening (connections are refused from now on) and drop every live connection."""
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
+        except OSError:
+            pass
+        self._listener.close()
+        self._thread.join(5)
+        self.cut()
+
+
+@pytest.fixture
+def proxy(fake_server: ServerProcess) -> Iterator[Proxy]:
+    p = Proxy(fake_server.target)
+    yield p
+    p.close()
+
+
+def audio_items() -> list[AudioItem]:
+    audio, _ = speech_pattern(6, voiced_s=1.0, silence_s=1.0)  # 12 s, six utterances
+    items: list[AudioItem] = list(chunks(audio, 3200))
+    items.insert(25, FINALIZE)  # a finalize mid-utterance must survive a resend too
+    return items
+
+
+def summary(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[int, str, int, int]]:
+    return [(r.result.utterance_index, r.result.text, r.result.start_offset.ToMilliseconds(),
+             r.result.end_offset.ToMilliseconds()) for r in responses if r.HasField("result") and r.result.is_final]
+
+
+def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy, fake_server: ServerProcess) -> None:
+    with SpeechClient(proxy.target) as client:
+        reference = list(client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60))
+    assert reference[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    connections = proxy.accepted  # channels to one target may share a connection: count new ones
+
+    got: list[pb.StreamingRecognizeResponse] = []
+    cuts: list[float] = []
+    recovered: list[float] = []  # cut → first response on the resumed stream
+    with SpeechClient(proxy.target) as client:
+        for response in client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60):
+            got.append(response)
+            if len(cuts) > len(recovered):
+                recovered.append(time.monotonic() - cuts[-1])
+            n = len(summary(got))
+            if response.HasField("result") and response.result.is_final and n in (1, 3):
+                cuts.append(time.monotonic())
+                proxy.cut()  # twice: right after the first and the third final result
+    print(f"\nclient resume: connection cut → first response of the resumed stream: "
+          f"{', '.join(f'{t:.3f}s' for t in recovered)}")
+    assert len(cuts) == 2 and proxy.accepted - connections >= 2, "two drops, each resumed on a new connection"
+    finals = [r.result for r in got if r.HasField("result") and r.result.is_final]
+    assert len({f.result_id for f in finals}) == len(finals), "no result is final twice"
+    assert summary(got) == summary(reference), "the same transcript as an uninterrupted run"
+    assert got[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    assert got[-1].ended.audio_duration == reference[-1].ended.audio_duration, "no audio lost or doubled"
+    seqs = [r.seq for r in got]
+    assert seqs == sorted(set(seqs)), "responses in order, none repeated"
+    assert sum(1 for r in got if r.HasField("started")) == 1
+    session = got[0].started.session_id
+    resumed = [line for line in fake_server.log().splitlines() if "session_resumed" in line and session in line]
+    assert len(resumed) == 2, "the same session was resumed twice (not restarted)"
+
+
+def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy) -> None:
+    policy = ResumePolicy(max_attempts=3, backoff_s=0.05, flow_status_interval_ms=100)
+    got: list[pb.StreamingRecognizeResponse] = []
+    start = time.monotonic()
+    with SpeechClient(proxy.target) as client, pytest.raises(grpc.RpcError) as info:
+        for response in client.stream(CONFIG, audio_items(), pace=1.0, resume=policy, timeout=60):
+            got.append(response)
+            if response.HasField("started"):
+                proxy.close()  # the server is unreachable from now on
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert time.monotonic() - start < 10
+
+
+def test_without_resume_a_dropped_connection_is_an_error(proxy: Proxy) -> None:
+    with SpeechClient(proxy.target) as client, pytest.raises(grpc.RpcError) as info:
+        for response in client.stream(CONFIG, audio_items(), pace=4.0):
+            if response.HasField("started"):
+                proxy.cut()
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Proxy) -> None:
+    def failing() -> Iterator[AudioItem]:
+        yield b"\0" * 3200
+        raise RuntimeError("microphone unplugged")
+
+    with SpeechClient(proxy.target) as client, pytest.raises(RuntimeError, match="unplugged"):
+        list(client.stream(CONFIG, failing(), resume=POLICY, timeout=30))
+
+
+def test_resume_policy_validates() -> None:
+    with pytest.raises(ValueError):
+        ResumePolicy(max_attempts=0)
