@@ -12,7 +12,7 @@ import structlog
 from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client._proto import speech_pb2_grpc
 
-from . import errors, metrics, proto_edge
+from . import errors, metrics, proto_edge, tracing
 from .clock import Clock
 from .config import Config
 from .events import ClientInput, EndReason, SessionOutput
@@ -92,13 +92,16 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
         self._starting += 1  # holds its slot while it starts: a burst cannot all pass _admit at once
         try:
-            await session.start()
+            started = await session.start()
         except BaseException:
             self._tenant_of.pop(session_id, None)
             raise
         finally:
             self._starting -= 1
         metrics.SESSIONS_STARTED.inc()
+        tracing.session_started(session.session_id, {
+            "voxgate.encoding": cfg.encoding.value, "voxgate.sample_rate_hz": cfg.sample_rate_hz,
+            "voxgate.language": cfg.language_code, "voxgate.engine": started.engine})
         self._sessions[session.resume_token] = session
         self._no_sessions.clear()
         session.attach(None)

@@ -50,6 +50,7 @@ class Config:
     flow_status_interval_ms: int = 1000
     log_level: str = "info"
     metrics_port: int = 0
+    otel_endpoint: str = ""
 
 
 HELP = {
@@ -87,6 +88,7 @@ HELP = {
     "freeze_timeout_s": "speech sent but no engine output for this long: the engine session is reset",
     "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",
     "flow_status_interval_ms": "default interval of FlowStatus responses (when a client enables them)",
+    "otel_endpoint": "OTLP/gRPC endpoint for session traces, e.g. http://127.0.0.1:4317 (needs the otel extra)",
     "metrics_port": "Prometheus /metrics HTTP port on --host (0: off)",
     "log_level": "debug, info, warning, error",
 }

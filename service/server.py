@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 from voxgate_client._proto import speech_pb2, speech_pb2_grpc
 
-from . import compat, metrics
+from . import compat, metrics, tracing
 from .api import SpeechServicer
 from .clock import Clock, SystemClock
 from .config import Config
@@ -72,6 +72,7 @@ class Server:
         await self._health.set("", SERVING)
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)
         await self._grpc.start()
+        tracing.configure(c.otel_endpoint)
         metrics.serve_metrics(c.metrics_port, c.host, lambda: len(self._speech.sessions))
         print(f"voxgate listening on {c.host}:{self.port}", flush=True)
         log.info("listening", host=c.host, port=self.port, engine=c.engine, **self._security.describe())

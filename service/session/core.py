@@ -28,7 +28,7 @@ import structlog
 from engine_sidecar._proto import engine_pb2_grpc
 from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed
 
-from .. import errors, metrics
+from .. import errors, metrics, tracing
 from ..audio.vad import SpeechBoundary
 from ..clock import Clock
 from ..config import Config
@@ -270,6 +270,8 @@ class Session:
         else:
             self.engine_restarts += 1
         metrics.ENGINE_EVENTS.labels("engine_reset" if frozen else "engine_restarted").inc()
+        tracing.session_event(self.session_id, "engine_reset" if frozen else "engine_restarted",
+                              {"audio_ms": self._written_ms})
         self._put_final()
         what = "engine session froze; it was reset" if frozen else "speech engine restarted"
         log.warning("engine_seam", cause=str(cause), replay_ms=sum(c.end_ms - c.start_ms for c in self._replay))
@@ -408,6 +410,9 @@ class Session:
             metrics.FIRST_RESULT.observe(self._clock.monotonic() - self._started_at)
 
     def record_metrics(self) -> None:
+        tracing.session_ended(self.session_id, {
+            "voxgate.end_reason": self._end_reason.value, "voxgate.audio_seconds": self._written_ms / 1000,
+            "voxgate.engine_restarts": self.engine_restarts, "voxgate.freeze_recoveries": self.freeze_recoveries})
         metrics.SESSIONS_ENDED.labels(self._end_reason.value).inc()
         metrics.AUDIO_SECONDS.inc(self._written_ms / 1000)
         if self._written_ms:
