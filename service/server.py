@@ -24,6 +24,7 @@ from .security import Security
 from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("server")
+TRANSPORT_WINDOW_BYTES = 65536  # ~2 s of 16 kHz audio per stream; larger messages still arrive, in parts
 SPEECH_SERVICE = speech_pb2.DESCRIPTOR.services_by_name["Speech"].full_name
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -58,7 +59,7 @@ class Server:
             # Fixed per-stream window: at most this much unread client audio sits in the
             # transport; beyond it HTTP/2 flow control holds the client.
             ("grpc.http2.bdp_probe", 0),
-            ("grpc.http2.lookahead_bytes", c.max_message_bytes),
+            ("grpc.http2.lookahead_bytes", TRANSPORT_WINDOW_BYTES),
         ])
         speech_pb2_grpc.add_SpeechServicer_to_server(self._speech, self._grpc)
         compat_services = compat.register(self._grpc, self._speech, c)  # Riva and Google STT, same sessions

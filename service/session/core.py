@@ -90,6 +90,9 @@ class Session:
         self._input_open = True
         self._close_sent = False
         self._stop_input = asyncio.Event()
+        self._consumer: asyncio.Task[Any] | None = None
+        self._reading = False
+        self._interrupted = False
         self._stop_reason = EndReason.CLIENT_END
         self._end_reason = EndReason.CLIENT_END
         self._end_message = ""
@@ -165,22 +168,22 @@ class Session:
 
     async def consume(self, inputs: AsyncIterator[ClientInput]) -> None:
         """Read the attached client's requests until it half-closes, errs, or input is stopped."""
-        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stop_input.wait())
-        pending: asyncio.Future[Any] | None = None
+        self._consumer = asyncio.current_task()
         try:
-            while self._input_open:
-                pending = pending or asyncio.ensure_future(anext(inputs, None))
-                await asyncio.wait({pending, stop}, return_when=asyncio.FIRST_COMPLETED)
-                if not pending.done():
-                    break  # stopped: drain, idle timeout
-                msg, pending = pending.result(), None
+            while self._input_open and not self._stop_input.is_set():
+                msg = await self._next_input(inputs)
+                if msg is _STOPPED:
+                    break  # drain, idle timeout, failure
                 if msg is None:
                     # A client that vanishes (cancel, dropped connection) also ends its request stream,
                     # and its RPC is cancelled a moment later (run_session then cancels us and detaches
                     # the session for a resume). Give that a moment before taking this as a half-close.
-                    await asyncio.wait({stop}, timeout=HALF_CLOSE_GRACE_S)
-                    await self.finish_input(self._stop_reason if stop.done() else EndReason.CLIENT_END)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop_input.wait(), HALF_CLOSE_GRACE_S)
+                    stopped = self._stop_input.is_set()
+                    await self.finish_input(self._stop_reason if stopped else EndReason.CLIENT_END)
                     return
+                assert not isinstance(msg, _Stopped)
                 self._last_activity = self._clock.monotonic()
                 self._idle_warned = False
                 await self._accept(msg)
@@ -189,9 +192,28 @@ class Session:
         except errors.StreamError as exc:
             await self.finish_input(EndReason.ERROR, exc)
         finally:
-            stop.cancel()
-            if pending is not None:
-                pending.cancel()
+            self._consumer = None
+
+    async def _next_input(self, inputs: AsyncIterator[ClientInput]) -> ClientInput | _Stopped | None:
+        """The next request; _STOPPED if stop_input() interrupted the wait (no task per message: hot path)."""
+        self._reading = True
+        try:
+            return await anext(inputs, None)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._interrupted and task is not None:
+                self._interrupted = False
+                task.uncancel()
+                return _STOPPED
+            raise
+        finally:
+            self._reading = False
+
+    def _interrupt_reader(self) -> None:
+        """Wake consume() if it is waiting for the client; between messages it sees the stop flag."""
+        if self._consumer is not None and self._reading and not self._interrupted:
+            self._interrupted = True
+            self._consumer.cancel()
 
     async def _accept(self, msg: ClientInput) -> None:
         now = self._clock.monotonic()
@@ -225,6 +247,7 @@ class Session:
         """Stop taking client input (drain, idle); the session then ends with its finals."""
         self._stop_reason = reason
         self._stop_input.set()
+        self._interrupt_reader()
         if not self._attached and self._input_open:
             self._spawn(self.finish_input(reason))
 
@@ -299,6 +322,7 @@ class Session:
         self._input_open = False
         self._end_reason, self._end_message, self.error = reason, message, error
         self._stop_input.set()
+        self._interrupt_reader()
 
     async def _pump(self, link: EngineLink) -> None:
         writer = asyncio.ensure_future(self._write(link))
@@ -468,6 +492,13 @@ class Session:
         if self._link is not None:
             await self._link.cancel()
         self._complete()
+
+
+class _Stopped:
+    pass
+
+
+_STOPPED = _Stopped()
 
 
 class _Frozen(Exception):
