@@ -12,6 +12,7 @@ from engine_sidecar.voxtral_plan.cli import add_plan_arguments
 from voxgate_client.cli import add_transcribe_arguments, run_transcribe
 from voxgate_client.status import add_status_arguments, run_status
 
+from .bench.cli import add_bench_arguments
 from .config import add_config_arguments, config_from_args
 from .engine_flags import add_engine_arguments
 from .logs import configure_logging
@@ -35,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     tiny = sub.add_parser("tiny-checkpoint", help="write the tiny random Voxtral checkpoint (CPU tests, demos)")
     tiny.add_argument("dir", help="directory to write params.json, tekken.json, consolidated.safetensors into")
     tiny.add_argument("--seed", type=int, default=0)
+    bench = sub.add_parser("bench", help="load-test a server: N paced real-time sessions, latency, CPU, sweep")
+    add_bench_arguments(bench)
     sidecar = sub.add_parser("sidecar", help="(internal) run the engine sidecar on a Unix socket")
     add_sidecar_arguments(sidecar)
     return parser
@@ -48,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_transcribe(args)
     if args.command == "token":
         return run_token(args)
+    if args.command == "bench":
+        from .bench.cli import run_bench
+
+        return run_bench(args)
     if args.command == "plan":
         from engine_sidecar.voxtral_plan.cli import run_plan
 

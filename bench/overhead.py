@@ -1,0 +1,699 @@
+#!/usr/bin/env python3
+"""voxgate's overhead over the bare engine: the most concurrent real-time sessions each one holds.
+
+One run, three ways of driving the same Voxtral checkpoint on vLLM, interleaved
+level by level so all of them see the same machine state:
+
+  raw      `AsyncLLM` driven directly in-process, exactly as vLLM's own realtime
+           server drives it (the model's `buffer_realtime_audio`, lock-step token
+           feedback, DELTA outputs): the engine's own limit.
+  engine   the sidecar's `VoxtralEngine` driven in-process (the same object the
+           sidecar owns): adds voxgate's engine wrapper (sessions, timing,
+           backlog, watchdog), but no service and no IPC.
+  voxgate  end to end through the public gRPC API against a `voxgate serve
+           --engine voxtral` subprocess (service + sidecar + engine).
+
+raw and engine share one AsyncLLM (one EngineCore); voxgate has its own, in
+its sidecar. Only one mode runs at a time; the idle engine sleeps.
+
+Each level opens N desynchronized sessions (staggered starts, each at a
+different point of a loop of the real speech in tests/fixtures/audio), sends
+80 ms chunks paced in real time for --duration seconds, half-closes, and
+waits for the end. Per session:
+
+  lag        arrival wall time of each output token/result minus the wall time
+             the audio it describes (its end offset) was sent. Includes the
+             model's own transcription delay (480 ms) and the 80 ms framing.
+  final      end of audio sent -> last output (raw: generate() ends; engine:
+             Closed; voxgate: SessionEnded), i.e. the right padding flushed.
+  wall/audio (final arrival - first audio sent) / audio duration.
+  slip       how late the sender sent a chunk against its real-time schedule
+             (voxgate/engine apply backpressure when the engine falls behind).
+  gap        time between consecutive outputs of one session (the per-step
+             cadence: 80 ms of audio per engine step when keeping up).
+
+A session keeps up when lag p95 <= --threshold-lag-s, final <= --threshold-final-s,
+slip max <= --threshold-slip-s and nothing failed; a level is held when all its
+sessions keep up. Each mode sweeps N upward until it loses a level.
+
+    .venv/bin/python bench/overhead.py --duration 20 --repeats 2
+
+Writes bench/results/overhead-<date>.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import itertools
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import wave
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+
+AUDIO_DIR = ROOT / "tests" / "fixtures" / "audio"
+RESULTS_DIR = ROOT / "bench" / "results"
+SAMPLE_RATE = 16000
+CHUNK_MS = 80
+CHUNK_SAMPLES = SAMPLE_RATE * CHUNK_MS // 1000
+MODES = ("raw", "engine", "voxgate")
+DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
+
+
+# -- measurements ---------------------------------------------------------------
+
+
+@dataclass
+class SessionTrace:
+    """What one session saw; every time is time.monotonic()."""
+
+    index: int
+    offset_s: float  # where in the audio loop it starts
+    sent: list[float] = field(default_factory=list)  # wall time each chunk was sent
+    scheduled: list[float] = field(default_factory=list)  # when it should have been sent
+    outputs: list[tuple[float, int]] = field(default_factory=list)  # (arrival, audio end ms) per text output
+    token_arrivals: list[float] = field(default_factory=list)  # raw mode: every token, blank ones too
+    end_sent: float = 0.0  # the end of audio (half-close / close / None) was sent
+    finished: float = 0.0  # the last output arrived
+    error: str = ""
+
+    def lags(self) -> list[float]:
+        out: list[float] = []
+        for arrival, end_ms in self.outputs:
+            j = min(max(0, math.ceil(end_ms / CHUNK_MS) - 1), len(self.sent) - 1)
+            out.append(arrival - self.sent[j])
+        return out
+
+
+@dataclass
+class SessionSummary:
+    index: int
+    outputs: int
+    lag_p50_s: float
+    lag_p95_s: float
+    lag_max_s: float
+    final_s: float
+    wall_over_audio: float
+    slip_max_s: float
+    slip_max_at_s: float  # when it happened, from the session's start (simultaneous in all: a stall)
+    keeps_up: bool
+    error: str
+
+
+@dataclass
+class LevelResult:
+    mode: str
+    n: int
+    repeat: int
+    held: bool
+    sessions_kept_up: int
+    lag_p50_s: float
+    lag_p95_s: float  # over all outputs of all sessions
+    worst_session_lag_p95_s: float
+    final_p50_s: float
+    final_max_s: float
+    wall_over_audio_max: float
+    slip_max_s: float
+    gap_p50_ms: float
+    gap_p95_ms: float
+    token_gap_p50_ms: float | None  # raw only: between consecutive tokens (blank ones too) = per-step cadence
+    token_gap_p95_ms: float | None
+    outputs: int
+    engine_steps_per_s: float | None  # raw/engine only (the in-process engine's stat logger)
+    errors: list[str]
+    wall_s: float
+    attempt: int  # a lost level is run again (--retries) before the mode stops: one stall is not a limit
+    cpu_cores: dict[str, float]  # CPU used during the level, in cores, by process role
+    load_avg_1m: float
+    sessions: list[SessionSummary]
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    lag_s: float
+    final_s: float
+    slip_s: float
+
+
+def summarize(mode: str, n: int, repeat: int, traces: list[SessionTrace], audio_s: float, th: Thresholds,
+              wall_s: float, steps_per_s: float | None, cpu_s: dict[str, float]) -> LevelResult:
+    sessions: list[SessionSummary] = []
+    all_lags: list[float] = []
+    gaps: list[float] = []
+    token_gaps: list[float] = []
+    finals: list[float] = []
+    for t in traces:
+        lags = t.lags()
+        all_lags += lags
+        arrivals = [a for a, _ in t.outputs]
+        gaps += [1000 * (b - a) for a, b in itertools.pairwise(arrivals)]
+        token_gaps += [1000 * (b - a) for a, b in itertools.pairwise(t.token_arrivals)]
+        final = t.finished - t.end_sent if t.finished and t.end_sent else float("inf")
+        finals.append(final)
+        slips = [s - c for s, c in zip(t.sent, t.scheduled, strict=True)]
+        slip = max(slips, default=0.0)
+        slip_at = t.scheduled[slips.index(slip)] - t.scheduled[0] if slips else 0.0
+        wall = (t.finished - t.sent[0]) / audio_s if t.finished and t.sent else float("inf")
+        p95 = pct(lags, 95)
+        error = t.error or ("" if lags else "no output")
+        ok = not error and p95 <= th.lag_s and final <= th.final_s and slip <= th.slip_s
+        sessions.append(SessionSummary(
+            index=t.index, outputs=len(t.outputs), lag_p50_s=round(pct(lags, 50), 3), lag_p95_s=round(p95, 3),
+            lag_max_s=round(max(lags, default=float("nan")), 3), final_s=round(final, 3),
+            wall_over_audio=round(wall, 4), slip_max_s=round(slip, 3),
+            slip_max_at_s=round(slip_at, 2), keeps_up=ok, error=error))
+    kept = sum(s.keeps_up for s in sessions)
+    return LevelResult(
+        mode=mode, n=n, repeat=repeat, held=kept == n, sessions_kept_up=kept,
+        lag_p50_s=round(pct(all_lags, 50), 3), lag_p95_s=round(pct(all_lags, 95), 3),
+        worst_session_lag_p95_s=max((s.lag_p95_s for s in sessions), default=float("nan")),
+        final_p50_s=round(pct(finals, 50), 3), final_max_s=round(max(finals), 3),
+        wall_over_audio_max=max(s.wall_over_audio for s in sessions),
+        slip_max_s=max(s.slip_max_s for s in sessions),
+        gap_p50_ms=round(pct(gaps, 50), 1), gap_p95_ms=round(pct(gaps, 95), 1),
+        token_gap_p50_ms=round(pct(token_gaps, 50), 1) if token_gaps else None,
+        token_gap_p95_ms=round(pct(token_gaps, 95), 1) if token_gaps else None, outputs=len(all_lags),
+        engine_steps_per_s=None if steps_per_s is None else round(steps_per_s, 1),
+        errors=sorted({s.error for s in sessions if s.error}), wall_s=round(wall_s, 1), attempt=1,
+        cpu_cores={k: round(v / wall_s, 2) for k, v in sorted(cpu_s.items())},
+        load_avg_1m=os.getloadavg()[0], sessions=sessions)
+
+
+# -- CPU by process role ---------------------------------------------------------
+
+
+def cpu_seconds(serve_pid: int | None) -> dict[str, float]:
+    """user+system CPU seconds so far of this process and its descendants, by role: bench (this process:
+    the load generator, and in raw/engine modes the AsyncLLM front end and VoxtralEngine), engine (the
+    in-process engine's EngineCore and worker), service, sidecar, and voxgate-engine (the sidecar's)."""
+    import psutil
+
+    me = psutil.Process()
+    out: dict[str, float] = {}
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            lineage = {p.pid for p in proc.parents()} | {proc.pid}
+            name = proc.name()
+            cmd = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        if proc.pid == me.pid:
+            role = "bench"
+        elif proc.pid == serve_pid:
+            role = "service"
+        elif serve_pid is not None and serve_pid in lineage:
+            role = "sidecar" if " sidecar " in f" {cmd} " else "voxgate-engine" if name.startswith("VLLM") else "other"
+        else:
+            role = "engine" if name.startswith("VLLM") else "other"
+        out[role] = out.get(role, 0.0) + times.user + times.system
+    return out
+
+
+# -- audio ----------------------------------------------------------------------
+
+
+def load_audio_loop() -> np.ndarray:
+    """Every fixture (16 kHz mono PCM16), concatenated: a ~17 s loop of real speech."""
+    parts: list[np.ndarray] = []
+    for path in sorted(AUDIO_DIR.glob("*.wav")):
+        with wave.open(str(path)) as w:
+            if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
+                continue
+            parts.append(np.frombuffer(w.readframes(w.getnframes()), dtype="<i2"))
+    if not parts:
+        raise SystemExit(f"no 16 kHz mono fixtures in {AUDIO_DIR}")
+    return np.concatenate(parts)
+
+
+def session_chunks(loop: np.ndarray, offset_samples: int, duration_s: float) -> list[bytes]:
+    n = int(duration_s * 1000) // CHUNK_MS
+    total = n * CHUNK_SAMPLES
+    idx = (offset_samples + np.arange(total)) % len(loop)
+    pcm = loop[idx].astype("<i2")
+    return [pcm[i * CHUNK_SAMPLES:(i + 1) * CHUNK_SAMPLES].tobytes() for i in range(n)]
+
+
+async def paced_send(trace: SessionTrace, chunks: list[bytes], t0: float,
+                     send: Callable[[bytes], Coroutine[Any, Any, None]]) -> None:
+    """Send chunk i at t0 + i x 80 ms (or as soon as the previous send returns, when late)."""
+    for i, chunk in enumerate(chunks):
+        due = t0 + i * CHUNK_MS / 1000
+        if (wait := due - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
+        trace.scheduled.append(due)
+        trace.sent.append(time.monotonic())
+        await send(chunk)
+
+
+# -- the three modes --------------------------------------------------------------
+
+
+class Bare:
+    """One VoxtralEngine in this process; raw mode drives its AsyncLLM directly."""
+
+    def __init__(self, model: str, options: dict[str, Any], max_sessions: int) -> None:
+        from engine_sidecar.engines import create_engine
+
+        self.engine: Any = create_engine("voxtral", model, max_sessions, options)
+
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def stop(self) -> None:
+        await self.engine.shutdown()
+
+    def steps(self) -> int:
+        return int(self.engine.scheduler.steps)
+
+    def unfinished(self) -> int:
+        return int(self.engine.counters()["engine_unfinished"])
+
+    async def engine_session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
+        from engine_sidecar.engine import Closed, Delta
+
+        session = await self.engine.open_session(tag, "en")
+
+        async def read() -> None:
+            async for out in session.outputs():
+                if isinstance(out, Delta):
+                    trace.outputs.append((time.monotonic(), out.end_ms))
+                elif isinstance(out, Closed):
+                    trace.finished = time.monotonic()
+
+        reader = asyncio.create_task(read())
+        try:
+            await paced_send(trace, chunks, t0, lambda pcm: session.push_audio(pcm, True))
+            trace.end_sent = time.monotonic()
+            await session.close()
+            await reader
+        finally:
+            if not reader.done():
+                reader.cancel()
+                await session.abort()
+
+    async def raw_session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
+        """What vLLM's own /v1/realtime server does per connection (serving.py + connection.py)."""
+        from vllm import SamplingParams
+        from vllm.engine.protocol import StreamingInput
+        from vllm.renderers.inputs.preprocess import parse_model_prompt
+        from vllm.sampling_params import RequestOutputKind
+
+        ctx = self.engine._ctx
+        llm, model_cls, geometry = ctx.llm, ctx.model_cls, ctx.geometry
+        config = llm.model_config
+        audio: asyncio.Queue[np.ndarray | None] = asyncio.Queue()  # unbounded, as in vLLM's server
+        feedback: asyncio.Queue[list[int]] = asyncio.Queue()
+        audio_ms = len(chunks) * CHUNK_MS
+
+        async def audio_stream() -> AsyncGenerator[np.ndarray, None]:
+            while (chunk := await audio.get()) is not None:
+                yield chunk
+
+        async def inputs() -> AsyncGenerator[Any, None]:
+            async for prompt in model_cls.buffer_realtime_audio(audio_stream(), feedback, config):
+                (engine_input,) = await llm.renderer.render_cmpl_async([parse_model_prompt(config, prompt)])
+                yield StreamingInput(prompt=engine_input)
+
+        async def push(pcm: bytes) -> None:
+            audio.put_nowait(np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0)
+
+        async def generate() -> None:
+            params = SamplingParams(temperature=0.0, max_tokens=model_cls.realtime_max_tokens,
+                                    output_kind=RequestOutputKind.DELTA)
+            k = 0
+            async for out in llm.generate(prompt=inputs(), sampling_params=params, request_id=tag):
+                if not out.outputs or not out.outputs[0].token_ids:
+                    continue
+                ids = list(out.outputs[0].token_ids)
+                feedback.put_nowait(ids)
+                now = time.monotonic()
+                k += len(ids)
+                trace.token_arrivals += [now] * len(ids)
+                if out.outputs[0].text:  # what becomes a Delta in the engine and a result in voxgate
+                    # The audio time the engine wrapper gives token k (engine_sidecar/voxtral/timing.py).
+                    trace.outputs.append((now, max(0, min(geometry.token_end_ms(k - 1), audio_ms))))
+            trace.finished = time.monotonic()
+
+        gen = asyncio.create_task(generate())
+        try:
+            await paced_send(trace, chunks, t0, push)
+            trace.end_sent = time.monotonic()
+            audio.put_nowait(None)
+            await gen
+        finally:
+            if not gen.done():
+                gen.cancel()
+                with contextlib.suppress(BaseException):
+                    await gen
+
+
+class Voxgate:
+    """`voxgate serve --engine voxtral` as a subprocess, driven through the public gRPC API."""
+
+    def __init__(self, model: str, max_n: int, max_model_len: int, engine_options: dict[str, Any],
+                 log_path: Path) -> None:
+        exe = Path(sys.executable).parent / "voxgate"
+        self.cmd = [str(exe) if exe.exists() else shutil.which("voxgate") or "voxgate", "serve",
+                    "--engine", "voxtral", "--model", model, "--max-model-len", str(max_model_len),
+                    "--max-num-seqs", str(max_n), "--max-sessions", str(max_n), "--port", "0",
+                    *itertools.chain.from_iterable(("--engine-option", f"{k}={json.dumps(v)}")
+                                                   for k, v in engine_options.items())]
+        self.log_path = log_path
+        self.proc: subprocess.Popen[str] | None = None
+        self.target = ""
+        self.channel: Any = None
+
+    def launch(self) -> None:
+        with self.log_path.open("w") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+
+    async def wait_ready(self, timeout_s: float = 300) -> None:
+        import grpc.aio
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        assert self.proc is not None and self.proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(self.proc.stdout.readline), timeout_s)
+        if not (m := re.search(r"listening on (\S+):(\d+)", line)):
+            raise RuntimeError(f"voxgate serve did not start: {line!r}; see {self.log_path}")
+        self.target = f"{m.group(1)}:{m.group(2)}"
+        self.channel = grpc.aio.insecure_channel(self.target)
+        health = health_pb2_grpc.HealthStub(self.channel)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"voxgate serve exited {self.proc.returncode}; see {self.log_path}")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await health.Check(health_pb2.HealthCheckRequest(service="voxgate.v1.Speech"), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"voxgate serve not SERVING after {timeout_s} s; see {self.log_path}")
+
+    async def stop(self) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.proc.wait, 30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    async def session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
+        import grpc.aio
+
+        from voxgate_client._proto import speech_pb2 as pb
+        from voxgate_client._proto import speech_pb2_grpc
+
+        stub = speech_pb2_grpc.SpeechStub(self.channel)
+        call = stub.StreamingRecognize()
+        await call.write(pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+            encoding=pb.AUDIO_ENCODING_LINEAR16, sample_rate_hz=SAMPLE_RATE, audio_channel_count=1,
+            language_code="en", interim_results=True)))
+
+        async def read() -> None:
+            while (resp := await call.read()) is not grpc.aio.EOF:
+                kind = resp.WhichOneof("response")
+                if kind == "result" and not resp.result.is_final and resp.result.delta:
+                    end = resp.result.end_offset
+                    trace.outputs.append((time.monotonic(), end.seconds * 1000 + end.nanos // 1_000_000))
+                elif kind == "ended":
+                    trace.finished = time.monotonic()
+
+        async def write(pcm: bytes) -> None:
+            await call.write(pb.StreamingRecognizeRequest(audio=pcm))
+
+        reader = asyncio.create_task(read())
+        try:
+            await paced_send(trace, chunks, t0, write)
+            trace.end_sent = time.monotonic()
+            await call.done_writing()
+            await reader
+        finally:
+            if not reader.done():
+                call.cancel()
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+
+
+# -- the sweep -----------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    duration_s: float
+    stagger_s: float
+    session_timeout_s: float
+    thresholds: Thresholds
+
+
+async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxgate | None, loop: np.ndarray,
+                    plan: Plan) -> LevelResult:
+    traces = [SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2)) for i in range(n)]
+    start = time.monotonic() + 0.5
+    steps0 = bare.steps() if bare is not None and mode != "voxgate" else 0
+    serve_pid = vox.proc.pid if vox is not None and vox.proc is not None else None
+    cpu0 = cpu_seconds(serve_pid)
+
+    async def one(trace: SessionTrace) -> None:
+        chunks = session_chunks(loop, int(trace.offset_s * SAMPLE_RATE), plan.duration_s)
+        t0 = start + trace.index * plan.stagger_s
+        await asyncio.sleep(max(0.0, t0 - time.monotonic()))
+        tag = f"bench-{mode}-r{repeat}-n{n}-s{trace.index}"
+        if mode == "raw":
+            assert bare is not None
+            coro = bare.raw_session(trace, chunks, t0, tag)
+        elif mode == "engine":
+            assert bare is not None
+            coro = bare.engine_session(trace, chunks, t0, tag)
+        else:
+            assert vox is not None
+            coro = vox.session(trace, chunks, t0, tag)
+        try:
+            await asyncio.wait_for(coro, plan.duration_s + plan.session_timeout_s)
+        except TimeoutError:
+            trace.error = "timeout"
+        except Exception as exc:  # a failed session is a result, not a crash of the bench
+            trace.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+
+    await asyncio.gather(*(one(t) for t in traces))
+    wall = time.monotonic() - start
+    cpu1 = cpu_seconds(serve_pid)
+    cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items() if k != "other"}
+    steps_per_s = (bare.steps() - steps0) / wall if bare is not None and mode != "voxgate" else None
+    if bare is not None and mode != "voxgate":
+        for _ in range(50):  # every request gone from the engine before the next level
+            if bare.unfinished() == 0:
+                break
+            await asyncio.sleep(0.1)
+    return summarize(mode, n, repeat, traces, plan.duration_s, plan.thresholds, wall, steps_per_s, cpu)
+
+
+def level_line(r: LevelResult) -> str:
+    return (f"  {r.mode:<7} N={r.n:<3} {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{r.n})  "
+            f"lag p50/p95 {r.lag_p50_s:.2f}/{r.lag_p95_s:.2f} s  final max {r.final_max_s:.2f} s  "
+            f"wall/audio {r.wall_over_audio_max:.3f}  slip {r.slip_max_s:.2f} s  "
+            f"gap p50/p95 {r.gap_p50_ms:.0f}/{r.gap_p95_ms:.0f} ms"
+            + (f" (tokens {r.token_gap_p50_ms:.0f}/{r.token_gap_p95_ms:.0f})" if r.token_gap_p95_ms is not None else "")
+            + (f"  {r.engine_steps_per_s} steps/s" if r.engine_steps_per_s is not None else "")
+            + (f"  errors: {r.errors}" if r.errors else "") + f"  load {r.load_avg_1m:.1f}"
+            + "  cpu " + " ".join(f"{k} {v:.2f}" for k, v in r.cpu_cores.items() if v >= 0.005)
+            + ("" if r.held else "  slip at " + ",".join(f"{s.slip_max_at_s:g}" for s in r.sessions) + " s"))
+
+
+async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
+    loop = load_audio_loop()
+    levels = [n for n in args.levels if n <= args.max_n]
+    max_n = max(levels)
+    modes: list[str] = args.modes
+    options = {"max_model_len": args.max_model_len, "max_num_seqs": max_n, **args.engine_options}
+    plan = Plan(duration_s=args.duration, stagger_s=args.stagger_s, session_timeout_s=args.session_timeout_s,
+                thresholds=Thresholds(args.threshold_lag_s, args.threshold_final_s, args.threshold_slip_s))
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    bare = Bare(model, options, max_n) if {"raw", "engine"} & set(modes) else None
+    vox = (Voxgate(model, max_n, args.max_model_len, args.engine_options,
+                   Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{stamp}.log")
+           if "voxgate" in modes else None)
+    t_begin = time.monotonic()
+    results: list[LevelResult] = []
+    try:
+        t = time.monotonic()
+        if vox is not None:  # both start at once (each takes 30-60 s here)
+            print(f"starting voxgate serve ({' '.join(vox.cmd[1:])}) ...", flush=True)
+            vox.launch()
+        if bare is not None:
+            print("starting the in-process engine (VoxtralEngine / AsyncLLM) ...", flush=True)
+            await bare.start()
+        if vox is not None:
+            await vox.wait_ready()
+        print(f"  engines ready in {time.monotonic() - t:.0f} s", flush=True)
+        for repeat in range(1, args.repeats + 1):
+            live = list(modes)
+            for n in levels:
+                if not live:
+                    break
+                print(f"repeat {repeat}/{args.repeats}, N={n}: {', '.join(live)}", flush=True)
+                for mode in list(live):
+                    for attempt in range(1 + args.retries):
+                        r = await run_level(mode, n, repeat, bare, vox, loop, plan)
+                        r.attempt = attempt + 1
+                        results.append(r)
+                        print(level_line(r), flush=True)
+                        await asyncio.sleep(args.settle_s)
+                        if r.held:
+                            break
+                    else:
+                        live.remove(mode)
+    finally:
+        if vox is not None:
+            await vox.stop()
+        if bare is not None:
+            await bare.stop()
+    runtime = time.monotonic() - t_begin
+
+    summary: list[dict[str, Any]] = []
+    for repeat in range(1, args.repeats + 1):
+        held = {m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0)
+                for m in modes}
+        row: dict[str, Any] = {"repeat": repeat, "max_sessions_held": held}
+        for base in ("engine", "raw"):
+            if "voxgate" in held and base in held and held[base]:
+                row[f"ratio_voxgate_over_{base}"] = round(held["voxgate"] / held[base], 3)
+        summary.append(row)
+    import vllm
+
+    return {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu": cpu_model(),
+                    "python": platform.python_version(), "vllm": str(vllm.__version__), "gpu": None},
+        "model": model, "engine_options": options, "levels": levels, "modes": modes,
+        "duration_s": args.duration, "stagger_s": args.stagger_s, "chunk_ms": CHUNK_MS,
+        "thresholds": asdict(plan.thresholds), "runtime_s": round(runtime, 1),
+        "summary": summary, "levels_run": [asdict(r) for r in results],
+    }
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def print_table(report: dict[str, Any]) -> None:
+    modes: list[str] = report["modes"]
+    print()
+    print(f"max concurrent real-time sessions held (lag p95 <= {report['thresholds']['lag_s']} s, "
+          f"final <= {report['thresholds']['final_s']} s, slip <= {report['thresholds']['slip_s']} s), "
+          f"{report['duration_s']:g} s of audio each:")
+    ratio_cols = [c for c in ("ratio_voxgate_over_engine", "ratio_voxgate_over_raw")
+                  if any(c in row for row in report["summary"])]
+    print("  repeat  " + "  ".join(f"{m:>8}" for m in modes) + "  " + "  ".join(f"{c[6:]:>20}" for c in ratio_cols))
+    for row in report["summary"]:
+        print(f"  {row['repeat']:>6}  " + "  ".join(f"{row['max_sessions_held'][m]:>8}" for m in modes) + "  "
+              + "  ".join(f"{row[c]:>20.2f}" if c in row else f"{'-':>20}" for c in ratio_cols))
+    print()
+    print("per level (lag = output arrival - its audio sent; includes the model's 480 ms delay):")
+    print("  rep mode       N  held  lag p50  lag p95  final max  wall/audio  gap p50  gap p95  steps/s  load")
+    for r in report["levels_run"]:
+        steps = f"{'' if r['engine_steps_per_s'] is None else r['engine_steps_per_s']:>8}  {r['load_avg_1m']:>4.1f}"
+        held = ("yes" if r["held"] else "NO") + ("*" if r["attempt"] > 1 else "")
+        print(f"  {r['repeat']:>3} {r['mode']:<8} {r['n']:>3}  {held:<4} "
+              f"{r['lag_p50_s']:>7.2f}  {r['lag_p95_s']:>7.2f}  {r['final_max_s']:>9.2f}  "
+              f"{r['wall_over_audio_max']:>10.3f}  {r['gap_p50_ms']:>7.0f}  {r['gap_p95_ms']:>7.0f} {steps}")
+    print("  (* a second attempt at a level; gap = between text outputs, ms; load = 1-min load average)")
+    print(f"\nruntime {report['runtime_s']:.0f} s")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--model", help="Voxtral checkpoint dir (default: build the tiny random one in a temp dir)")
+    p.add_argument("--duration", type=float, default=20.0, help="audio seconds per session (default 20)")
+    p.add_argument("--max-n", type=int, default=32, help="highest concurrency tried (default 32)")
+    p.add_argument("--levels", type=lambda s: sorted({int(x) for x in s.split(",")}), default=list(DEFAULT_LEVELS),
+                   help="concurrency levels, comma-separated (default 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, ...)")
+    p.add_argument("--modes", type=lambda s: [m for m in MODES if m in s.split(",")], default=list(MODES),
+                   help="comma-separated subset of raw,engine,voxgate (default all)")
+    p.add_argument("--repeats", type=int, default=1, help="sweeps in this run (default 1)")
+    p.add_argument("--threshold-lag-s", type=float, default=1.0, help="max lag p95 per session (default 1.0)")
+    p.add_argument("--threshold-final-s", type=float, default=2.0,
+                   help="max end-of-audio -> last output per session (default 2.0)")
+    p.add_argument("--threshold-slip-s", type=float, default=0.5,
+                   help="max lateness of a send against real time (default 0.5)")
+    p.add_argument("--stagger-s", type=float, default=0.25, help="start of session i is i x this (default 0.25)")
+    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--engine-option", dest="engine_options", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra voxtral engine option for both engines (JSON value); repeatable")
+    p.add_argument("--retries", type=int, default=1,
+                   help="runs of a lost level again before its mode stops (default 1: lost twice = limit)")
+    p.add_argument("--settle-s", type=float, default=2.0, help="pause between levels (default 2)")
+    p.add_argument("--session-timeout-s", type=float, default=60.0, help="grace past --duration per session")
+    p.add_argument("--out", type=Path, help="JSON path (default bench/results/overhead-<date>.json)")
+    args = p.parse_args(argv)
+    # The rut watchdog restarts a request on a long blank run over VAD speech; the in-process modes have no
+    # VAD, so it is off for every mode (the random tiny model's blank runs are noise anyway).
+    options: dict[str, Any] = {"rut_blank_frames": 0}
+    for item in args.engine_options:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            p.error(f"--engine-option wants KEY=VALUE, got {item!r}")
+        try:
+            options[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[key] = raw
+    args.engine_options = options
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="voxgate-bench-") as tmp:
+        model = args.model
+        if not model:
+            from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+
+            model = str(build_tiny_checkpoint(Path(tmp) / "tiny", seed=0))
+            print(f"tiny checkpoint: {model}", flush=True)
+        report = asyncio.run(sweep(args, model))
+    out = args.out or RESULTS_DIR / f"overhead-{dt.date.today().isoformat()}.json"
+    if not args.out and out.exists():  # another run today: keep both
+        out = out.with_name(f"{out.stem}-{dt.datetime.now():%H%M%S}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print_table(report)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

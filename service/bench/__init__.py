@@ -1,0 +1,1 @@
+"""`voxgate bench`: desynchronized real-time sessions through the public gRPC API, measured."""

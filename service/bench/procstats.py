@@ -1,0 +1,110 @@
+"""CPU and RSS of the bench and the server's processes, by role, sampled over time.
+
+Roles: `bench` (this process: the load generator), `service` (the voxgate server),
+`sidecar` (its engine sidecar) and `engine` (the sidecar's children, e.g. vLLM's
+EngineCore). Read from /proc (Linux).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    pid: int
+    ppid: int
+    cpu_s: float
+    rss_bytes: int
+    cmdline: str
+
+
+def _read_proc(pid: int) -> ProcSample | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        statm = Path(f"/proc/{pid}/statm").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return ProcSample(pid, int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK,
+                      int(statm[1]) * _PAGE, cmd)
+
+
+def _all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def snapshot(server_pid: int | None) -> dict[str, tuple[float, int]]:
+    """{role: (CPU seconds so far, RSS bytes)} for this process and the server's process tree."""
+    procs = {s.pid: s for p in _all_pids() if (s := _read_proc(p)) is not None}
+    out: dict[str, tuple[float, int]] = {}
+
+    def add(role: str, s: ProcSample) -> None:
+        cpu, rss = out.get(role, (0.0, 0))
+        out[role] = (cpu + s.cpu_s, rss + s.rss_bytes)
+
+    me = procs.get(os.getpid())
+    if me is not None:
+        add("bench", me)
+    if server_pid is None or server_pid not in procs:
+        return out
+    children: dict[int, list[int]] = {}
+    for s in procs.values():
+        children.setdefault(s.ppid, []).append(s.pid)
+    add("service", procs[server_pid])
+    stack = [(c, "sidecar" if " sidecar " in f" {procs[c].cmdline} " else "other")
+             for c in children.get(server_pid, [])]
+    while stack:
+        pid, role = stack.pop()
+        add(role, procs[pid])
+        stack += [(c, "engine" if role == "sidecar" else role) for c in children.get(pid, [])]
+    return out
+
+
+@dataclass
+class ProcSampler:
+    """Samples `snapshot` every `interval_s`; `series` holds (t, {role: (cores, rss MiB)})."""
+
+    server_pid: int | None
+    interval_s: float = 1.0
+    series: list[tuple[float, dict[str, tuple[float, float]]]] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        t0 = time.monotonic()
+        prev_t, prev = t0, await asyncio.to_thread(snapshot, self.server_pid)
+        while True:
+            await asyncio.sleep(self.interval_s)
+            now, cur = time.monotonic(), await asyncio.to_thread(snapshot, self.server_pid)
+            dt = max(now - prev_t, 1e-6)
+            self.series.append((round(now - t0, 2), {
+                role: (round((cpu - prev.get(role, (cpu, 0))[0]) / dt, 3), round(rss / 2**20, 1))
+                for role, (cpu, rss) in cur.items()}))
+            prev_t, prev = now, cur
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> dict[str, dict[str, float]]:
+        """Stops; per role: mean and max CPU cores, max RSS MiB over the samples."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        roles = sorted({r for _, d in self.series for r in d})
+        out: dict[str, dict[str, float]] = {}
+        for role in roles:
+            vals = [d[role] for _, d in self.series if role in d]
+            out[role] = {"cpu_cores_mean": round(sum(c for c, _ in vals) / len(vals), 3),
+                         "cpu_cores_max": max(c for c, _ in vals), "rss_mib_max": max(m for _, m in vals)}
+        return out
