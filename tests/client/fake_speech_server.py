@@ -3,6 +3,12 @@
 It answers each FINALIZE or the half-close with a final result whose text
 says how many audio bytes the utterance had, and records what it received.
 language_code "fail" makes it reject the stream with a rich UNAVAILABLE status.
+
+A drain can be scripted (`drain_at_bytes`): the stream that reaches that much audio stops
+reading there (a chunk that crosses the mark counts only up to it, like audio that arrived
+after the server stopped taking input), sends the final result of what it took and ends with
+SessionEnded{DRAINING}; the next `refuse_after_drain` streams are refused with UNAVAILABLE
+DRAINING, as a balancer that still picks the draining instance would have them.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ def _packed(message) -> any_pb2.Any:
 class FakeSpeech(speech_pb2_grpc.SpeechServicer):
     def __init__(self) -> None:
         self.received: list[list[str]] = []  # request kinds per stream
+        self.audio: list[bytearray] = []  # audio per stream, as processed
         self.lock = threading.Lock()
+        self.drain_at_bytes: int | None = None  # the first stream to get there is drained
+        self.refuse_after_drain = 0
+        self.refused = 0
 
     def GetCapabilities(self, request, context):
         return pb.GetCapabilitiesResponse(
@@ -42,24 +52,36 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             max_sessions=2,
         )
 
+    @staticmethod
+    def _unavailable(context, reason: str, message: str):
+        status = status_pb2.Status(
+            code=grpc.StatusCode.UNAVAILABLE.value[0],
+            message=message,
+            details=[
+                _packed(error_details_pb2.ErrorInfo(reason=reason, domain="voxgate.dev")),
+                _packed(error_details_pb2.RetryInfo(retry_delay=_dur(1.5))),
+            ],
+        )
+        context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
+        context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
     def StreamingRecognize(self, request_iterator, context):
         kinds: list[str] = []
+        audio = bytearray()
         with self.lock:
             self.received.append(kinds)
+            self.audio.append(audio)
+            stream = len(self.received)
+            refuse = self.refused < self.refuse_after_drain and self.drain_at_bytes == -1
+            if refuse:
+                self.refused += 1
         first = next(request_iterator)
         kinds.append(first.WhichOneof("request"))
         config = first.config
         if config.language_code == "fail":
-            status = status_pb2.Status(
-                code=grpc.StatusCode.UNAVAILABLE.value[0],
-                message="no free engine slot",
-                details=[
-                    _packed(error_details_pb2.ErrorInfo(reason="CAPACITY", domain="voxgate.dev")),
-                    _packed(error_details_pb2.RetryInfo(retry_delay=_dur(1.5))),
-                ],
-            )
-            context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
-            context.abort(grpc.StatusCode.UNAVAILABLE, "no free engine slot")
+            self._unavailable(context, "CAPACITY", "no free engine slot")
+        if refuse:
+            self._unavailable(context, "DRAINING", "server is draining; connect to another instance")
         width = 2 if config.encoding == pb.AUDIO_ENCODING_LINEAR16 else 1
         rate = config.sample_rate_hz
         seq = 0
@@ -70,7 +92,10 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             return pb.StreamingRecognizeResponse(seq=seq, **fields)
 
         yield respond(
-            started=pb.SessionStarted(session_id="fake-1", effective_config=config, engine=pb.EngineInfo(name="fake"))
+            started=pb.SessionStarted(
+                session_id=f"fake-{stream}", effective_config=config, engine=pb.EngineInfo(name="fake"),
+                resume_token=f"token-{stream}" if config.flow_status.enabled else "",
+            )
         )
         total = utterance = start = 0
 
@@ -90,11 +115,21 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             start = total
             return respond(result=result)
 
+        drained = False
         for request in request_iterator:
             kind = request.WhichOneof("request")
             kinds.append(kind)
             if kind == "audio":
-                total += len(request.audio)
+                data = request.audio
+                with self.lock:
+                    drain_at = self.drain_at_bytes
+                    if drain_at is not None and drain_at >= 0 and total + len(data) >= drain_at:
+                        data, drained = data[: drain_at - total], True
+                        self.drain_at_bytes = -1  # one drain; refusals may follow
+                audio.extend(data)
+                total += len(data)
+                if drained:
+                    break
                 if config.interim_results:
                     yield respond(
                         result=pb.RecognitionResult(
@@ -107,9 +142,8 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
                 yield final()
         if total > start:
             yield final()
-        yield respond(
-            ended=pb.SessionEnded(reason=pb.SESSION_END_REASON_CLIENT_END, audio_duration=_dur(total / width / rate))
-        )
+        reason = pb.SESSION_END_REASON_DRAINING if drained else pb.SESSION_END_REASON_CLIENT_END
+        yield respond(ended=pb.SessionEnded(reason=reason, audio_duration=_dur(total / width / rate)))
 
 
 class FakeServer:

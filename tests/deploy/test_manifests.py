@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 
@@ -40,6 +41,28 @@ RENDERS: dict[str, dict[str, Any]] = {
                    "engine": {"cache": {"existingClaim": "voxtral-cache"}, "hfTokenSecret": "hf"},
                    "serviceArgs": ["--idle-timeout-s", "60"], "serviceEnv": {"VOXGATE_LOG_LEVEL": "debug"}},
     "plain-sidecar": {"engine": {"nativeSidecar": False}, "drain": {"graceSeconds": 60}},
+    # TLS (its CA for the probes from the TLS Secret itself, as cert-manager writes it) and tokens.
+    "tls-auth": {"tls": {"enabled": True, "secretName": "speech-tls"},
+                 "auth": {"enabled": True, "secretName": "speech-tokens", "key": "tokens.txt"}},
+    # Mutual TLS, the probes with their own client certificate and CA, a named server certificate.
+    "mtls": {"tls": {"enabled": True, "secretName": "speech-tls",
+                     "clientCA": {"secretName": "clients-ca", "key": "bundle.pem",
+                                  "probeCertSecretName": "probe-client"},
+                     "probe": {"caSecretName": "speech-ca", "caKey": "root.pem", "serverName": "speech.example.com"}},
+             "auth": {"enabled": True, "secretName": "speech-tokens", "key": "tokens.txt"}},
+}
+# What each secured render must mount: flag → (Secret, key) of the file it names.
+SECURED: dict[str, dict[str, tuple[str, str]]] = {
+    "tls-auth": {"--tls-cert": ("speech-tls", "tls.crt"), "--tls-key": ("speech-tls", "tls.key"),
+                 "--auth-tokens-file": ("speech-tokens", "tokens.txt")},
+    "mtls": {"--tls-cert": ("speech-tls", "tls.crt"), "--tls-key": ("speech-tls", "tls.key"),
+             "--tls-client-ca": ("clients-ca", "bundle.pem"), "--auth-tokens-file": ("speech-tokens", "tokens.txt")},
+}
+# ...and what the service's probes present: flag → (Secret, key).
+PROBE_FILES: dict[str, dict[str, tuple[str, str]]] = {
+    "tls-auth": {"--tls-ca": ("speech-tls", "ca.crt")},
+    "mtls": {"--tls-ca": ("speech-ca", "root.pem"), "--tls-cert": ("probe-client", "tls.crt"),
+             "--tls-key": ("probe-client", "tls.key")},
 }
 
 
@@ -85,6 +108,27 @@ def pod_containers(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str
 def arg(container: dict[str, Any], flag: str) -> str:
     args = container["args"]
     return str(args[args.index(flag) + 1])
+
+
+def flag_value(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def mounted_secret(pod: dict[str, Any], container: dict[str, Any], path: str) -> tuple[str, str]:
+    """(Secret name, key) of the file at `path`, which must come from a read-only Secret mount of `container`."""
+    directory, key = path.rsplit("/", 1)
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+    assert mount.get("readOnly") is True, mount
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["defaultMode"] == 0o440, volume  # the pod's user through fsGroup; no one else
+    return volume["secret"]["secretName"], key
 
 
 def test_helm_lint_is_clean() -> None:
@@ -159,6 +203,127 @@ def test_probes_use_grpc_health_liveness_and_readiness() -> None:
     assert service["livenessProbe"]["grpc"] == {"port": port, "service": ""}
     assert service["readinessProbe"]["grpc"] == {"port": port, "service": DRAIN_SERVICE}
     assert engine["startupProbe"]["exec"]["command"][:2] == ["voxgate-healthcheck", "--socket"]
+
+
+@pytest.mark.parametrize("name", sorted(SECURED))
+def test_tls_and_tokens_are_secrets_mounted_read_only_into_the_service_only(name: str) -> None:
+    pod, service, engine = pod_containers(render(RENDERS[name]))
+    for flag, secret in SECURED[name].items():
+        assert mounted_secret(pod, service, arg(service, flag)) == secret, flag
+    assert ("--tls-client-ca" in service["args"]) == (name == "mtls")
+    secret_volumes = {v["name"] for v in pod["volumes"] if "secret" in v}
+    assert not secret_volumes & {m["name"] for m in engine["volumeMounts"]}, "the engine sees no keys or tokens"
+    assert len(secret_volumes) == len({v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v})
+    # Defaults stay plaintext and open, with nothing mounted.
+    _, plain, _ = pod_containers(render({}))
+    assert not {"--tls-cert", "--tls-key", "--tls-client-ca", "--auth-tokens-file"} & set(plain["args"])
+
+
+@pytest.mark.parametrize("name", sorted(SECURED))
+def test_with_tls_the_service_probes_are_exec_probes_over_tls(name: str) -> None:
+    """Kubernetes' gRPC probe speaks plaintext only: `voxgate status --check` over TLS (mTLS) instead."""
+    pod, service, _ = pod_containers(render(RENDERS[name]))
+    port = int(arg(service, "--port"))
+    for probe, check in (("livenessProbe", "live"), ("readinessProbe", "ready")):
+        assert "grpc" not in service[probe]
+        command = service[probe]["exec"]["command"]
+        assert command[:4] == ["voxgate", "status", "--check", check]
+        assert flag_value(command, "--server") == f"127.0.0.1:{port}"
+        assert float(flag_value(command, "--timeout")) < service[probe]["timeoutSeconds"]
+        for flag, secret in PROBE_FILES[name].items():
+            assert mounted_secret(pod, service, flag_value(command, flag)) == secret, flag
+        assert ("--tls-cert" in command) == (name == "mtls")
+        assert "--token" not in command, "health needs no token"
+        name_in_cert = "speech.example.com" if name == "mtls" else "speech-voxgate.voxgate.svc"
+        assert flag_value(command, "--tls-server-name") == name_in_cert
+    assert service["readinessProbe"]["periodSeconds"] >= service["readinessProbe"]["timeoutSeconds"]
+
+
+def test_tls_probes_may_trust_the_system_roots_and_reuse_the_server_certificate() -> None:
+    values = {"tls": {"enabled": True, "secretName": "speech-tls", "clientCA": {"secretName": "clients-ca"},
+                      "probe": {"caKey": ""}}}
+    pod, service, _ = pod_containers(render(values))
+    command = service["readinessProbe"]["exec"]["command"]
+    assert "--tls" in command and "--tls-ca" not in command
+    assert mounted_secret(pod, service, flag_value(command, "--tls-cert")) == ("speech-tls", "tls.crt")
+    assert mounted_secret(pod, service, flag_value(command, "--tls-key")) == ("speech-tls", "tls.key")
+    assert mounted_secret(pod, service, arg(service, "--tls-client-ca")) == ("clients-ca", "ca.crt")
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"tls": {"enabled": True}}, "tls.secretName"),
+    ({"tls": {"clientCA": {"secretName": "clients-ca"}}}, "tls.enabled"),
+    ({"auth": {"enabled": True}}, "auth.secretName"),
+])
+def test_security_settings_that_cannot_work_fail_to_render(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        render(values)
+
+
+@pytest.mark.parametrize("name", sorted(SECURED))
+def test_rendered_flags_and_probes_work_against_a_real_server(name: str, tmp_path: Path) -> None:
+    """The Secrets laid out as the pod would see them, `voxgate serve` with the chart's security flags, and
+    the chart's probe commands run against it: SERVING over TLS (mTLS), with tokens on and no token sent."""
+    from service.security import hash_token
+    from tests.helpers import start_server
+    from tests.security.pki import Authority
+
+    ca = Authority(tmp_path, "ca")
+    server_cert = ca.issue("server", server=True)  # localhost, 127.0.0.1
+    probe_cert = ca.issue("probe", server=False)
+    secrets = {
+        "speech-tls": {"tls.crt": server_cert.cert.read_bytes(), "tls.key": server_cert.key.read_bytes(),
+                       "ca.crt": ca.pem},
+        "speech-ca": {"root.pem": ca.pem},
+        "clients-ca": {"bundle.pem": ca.pem},
+        "probe-client": {"tls.crt": probe_cert.cert.read_bytes(), "tls.key": probe_cert.key.read_bytes()},
+        "speech-tokens": {"tokens.txt": f"{hash_token('a-token')} acme\n".encode()},
+    }
+    pod, service, _ = pod_containers(render(merged(RENDERS[name], {"tls": {"probe": {"serverName": "localhost"}}})))
+    # Each Secret volume of the service container becomes a directory here, in place of its mountPath.
+    where: dict[str, Path] = {}
+    for mount in service["volumeMounts"]:
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        if "secret" in volume:
+            directory = tmp_path / "mounts" / mount["name"]
+            directory.mkdir(parents=True)
+            for key, data in secrets[volume["secret"]["secretName"]].items():
+                (directory / key).write_bytes(data)
+            where[mount["mountPath"]] = directory
+
+    def local(path: str) -> str:
+        directory, _, key = path.rpartition("/")
+        return str(where[directory] / key) if directory in where else path
+
+    flags = [a for flag in SECURED[name] for a in (flag, local(arg(service, flag)))]
+    client = grpc.ssl_channel_credentials(ca.pem, private_key=probe_cert.key.read_bytes(),
+                                          certificate_chain=probe_cert.cert.read_bytes())
+    server = start_server(tmp_path, *flags, engine="fake", credentials=client)
+    try:
+        def probe(command: list[str]) -> subprocess.CompletedProcess[str]:
+            command = [local(c) for c in command]
+            command[command.index("--server") + 1] = server.target
+            assert command[0] == "voxgate"
+            env = {k: v for k, v in os.environ.items() if k != "VOXGATE_TOKEN"}
+            return subprocess.run([sys.executable, "-m", "service", *command[1:]], cwd=ROOT, capture_output=True,
+                                  text=True, timeout=60, env=env)
+
+        for which in ("livenessProbe", "readinessProbe"):
+            command = service[which]["exec"]["command"]
+            done = probe(command)
+            assert done.returncode == 0, (which, done.stderr)
+        # ...and they do check: plaintext fails, and without its client certificate under mTLS too.
+        ready = service["readinessProbe"]["exec"]["command"]
+        plaintext = probe(ready[:ready.index("--timeout")])
+        assert plaintext.returncode == 1 and "UNAVAILABLE" in plaintext.stderr, plaintext.stderr
+        if name == "mtls":
+            i = ready.index("--tls-cert")
+            no_cert = probe(ready[:i] + ready[i + 4:])
+            assert no_cert.returncode == 1 and "UNAVAILABLE" in no_cert.stderr, no_cert.stderr
+        described = '"tls": "mutual"' if name == "mtls" else '"tls": true'
+        assert described in server.log() and '"auth": "tokens"' in server.log()
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("name", ["defaults", "plain-sidecar"])

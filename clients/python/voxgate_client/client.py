@@ -40,9 +40,12 @@ class Transcript:
 
     text: str  # non-empty final texts joined by spaces
     finals: tuple[speech_pb2.RecognitionResult, ...]
-    session_id: str
-    end_reason: str  # e.g. "client_end"; "" if the server sent no `ended`
-    audio_duration_s: float
+    session_id: str  # the last session's (see session_ids)
+    end_reason: str  # the last session's, e.g. "client_end"; "" if the server sent no `ended`
+    audio_duration_s: float  # audio the server processed, over all sessions
+    # Every session of the stream in order: more than one when a drained session was
+    # continued in a new one (ResumePolicy.reconnect_on_drain).
+    session_ids: tuple[str, ...] = ()
 
 
 def _as_items(audio: bytes | Iterable[AudioItem], config: StreamConfig) -> Iterable[AudioItem]:
@@ -54,19 +57,22 @@ def _as_items(audio: bytes | Iterable[AudioItem], config: StreamConfig) -> Itera
 
 def _transcript(responses: Iterable[Response]) -> Transcript:
     finals: list[speech_pb2.RecognitionResult] = []
-    session_id, end_reason, audio_s = "", "", 0.0
+    sessions: list[str] = []
+    end_reason, audio_ns = "", 0
     for r in responses:
         kind = r.WhichOneof("response")
         if kind == "started":
-            session_id = r.started.session_id
+            if r.started.session_id not in sessions:
+                sessions.append(r.started.session_id)
         elif kind == "result" and r.result.is_final:
             finals.append(r.result)
         elif kind == "ended":
             name = speech_pb2.SessionEndReason.Name(r.ended.reason)
             end_reason = name.removeprefix("SESSION_END_REASON_").lower()
-            audio_s = r.ended.audio_duration.ToNanoseconds() / 1e9
+            audio_ns += r.ended.audio_duration.ToNanoseconds()
     text = " ".join(f.text.strip() for f in finals if f.text.strip())
-    return Transcript(text, tuple(finals), session_id, end_reason, audio_s)
+    session_id = sessions[-1] if sessions else ""
+    return Transcript(text, tuple(finals), session_id, end_reason, audio_ns / 1e9, tuple(sessions))
 
 
 class SpeechClient:
@@ -113,8 +119,11 @@ class SpeechClient:
 
         `resume`: True (or a ResumePolicy) reconnects after a dropped
         connection and continues the same session without losing or repeating
-        results (see voxgate_client.resume); FlowStatus responses are then
-        enabled and yielded too. `timeout` bounds the whole stream.
+        results, and continues a session the server drains (SessionEnded
+        DRAINING) in a new session: the drained one's `ended` is followed by a
+        new `started`, and the new session's seq, utterance indexes and offsets
+        continue the stream's (see voxgate_client.resume). FlowStatus responses
+        are then enabled and yielded too. `timeout` bounds the whole stream.
         """
         if resume:
             policy = resume if isinstance(resume, ResumePolicy) else ResumePolicy()

@@ -9,6 +9,25 @@ with bounded, backed-off retries, presents the token, the last seq and the
 offset it resends from, and resends the buffered audio; the server skips what
 it already has and sends again the responses after that seq. Results are
 de-duplicated by result id, so a caller never sees a final result twice.
+
+When the server ends the session with SessionEnded{DRAINING} (it is shutting
+down gracefully) while there is still audio to send, the session cannot be
+resumed: it is over, and its resume token only ever worked on that instance.
+With `ResumePolicy.reconnect_on_drain` (the default) the client then opens a new
+session with the same config on the same target (a load balancer sends it to
+another instance) and carries on. The drained session has already delivered
+the final results of all the audio it processed, and its `ended` says how much
+that was (`audio_duration`): the new session starts at exactly that point of
+the stream, so its audio is neither lost nor transcribed twice. The client
+resends from its buffer what the drained session did not process (trimming a
+chunk that straddles the point), then goes on with the iterable.
+
+The seam is visible, and the stream still reads as one: the caller sees the
+drained session's `ended` (reason DRAINING), then the new session's `started`
+(a new session id, `resumed` false). From there on the client shifts the new
+session's responses so that `seq`, `utterance_index` and every audio offset
+(results, words, speech events, FlowStatus) continue those of the sessions
+before it, offsets counting from the start of the stream's audio.
 """
 
 from __future__ import annotations
@@ -20,6 +39,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf import duration_pb2
 
 from ._proto import speech_pb2, speech_pb2_grpc
 from .config import (
@@ -30,6 +50,7 @@ from .config import (
     config_request,
     request_for,
 )
+from .encodings import bytes_per_sample
 from .pacing import Pacer
 
 __all__ = ["ResumePolicy", "resuming_stream"]
@@ -53,6 +74,11 @@ class ResumePolicy:
       acknowledgements fall this far behind, no more audio is read from the
       iterable until they catch up (the same backpressure the server applies).
     flow_status_interval_ms: how often the server acknowledges audio.
+    reconnect_on_drain: after SessionEnded{DRAINING} with audio still to send,
+      open a new session (same config, same target: behind a balancer, another
+      instance) and continue there; opening it is retried on UNAVAILABLE like a
+      reconnect (a balancer may first pick the draining instance, which refuses
+      with DRAINING). False: the stream ends with the drained session.
     """
 
     max_attempts: int = 5
@@ -60,6 +86,7 @@ class ResumePolicy:
     max_backoff_s: float = 5.0
     max_unacked_bytes: int = 4 * 1024 * 1024
     flow_status_interval_ms: int = 200
+    reconnect_on_drain: bool = True
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or self.backoff_s < 0 or self.max_unacked_bytes <= 0:
@@ -120,6 +147,31 @@ class _Outbox:
             ):
                 self._buffer.popleft()
             self._cond.notify_all()
+
+    def restart_at(self, offset: int) -> int:
+        """A new session takes over at stream offset `offset`: what is before it is dropped (an
+        audio chunk straddling it is cut there). Returns where the new session's audio starts:
+        `offset`, or later when the audio from `offset` on is no longer held."""
+        with self._cond:
+            offset = min(offset, self._offset)
+            self._acked = max(self._acked, offset)
+            while self._buffer and (
+                self._buffer[0].end <= offset
+                if not isinstance(self._buffer[0].item, Control)
+                else self._buffer[0].offset < offset
+            ):
+                self._buffer.popleft()
+            if self._buffer and self._buffer[0].offset < offset:
+                head = self._buffer[0]
+                assert not isinstance(head.item, Control)
+                self._buffer[0] = _Entry(head.serial, offset, head.item[offset - head.offset :])
+            self._cond.notify_all()
+            return self._buffer[0].offset if self._buffer else self._offset
+
+    def finished(self) -> bool:
+        """The iterable is exhausted and nothing read from it waits to be (re)sent."""
+        with self._cond:
+            return self._exhausted and not self._buffer
 
     def new_epoch(self) -> int:
         with self._cond:
@@ -192,6 +244,67 @@ def _resume_config(token: str, last_seq: int, audio_bytes: int) -> Request:
     )
 
 
+def _shift(offset: duration_pb2.Duration, ns: int) -> None:
+    offset.FromNanoseconds(offset.ToNanoseconds() + ns)
+
+
+class _Timeline:
+    """Makes the successive sessions of one stream (after drains) read as one to the caller.
+
+    The first session's responses pass unchanged. After a seam, each response of the new
+    session gets the `seq`, `utterance_index` and audio offsets of the sessions before it added.
+    """
+
+    def __init__(self, config: StreamConfig) -> None:
+        self._rate = config.sample_rate_hz
+        self._bytes_per_sample = bytes_per_sample(config.encoding)
+        self.audio_bytes = 0  # stream audio before the current session's
+        self._audio_ns = 0
+        self._seq = 0  # responses of the sessions before the current one
+        self._utterances = 0
+        self._last_seq = 0  # highest seq passed to the caller
+        self._next_utterance = 0  # one past the highest utterance_index passed to the caller
+
+    def bytes_of(self, duration: duration_pb2.Duration) -> int:
+        """Whole samples of audio in `duration`, in bytes of the stream's encoding."""
+        samples = duration.ToNanoseconds() * self._rate // 1_000_000_000
+        return int(samples) * self._bytes_per_sample
+
+    def new_session(self, audio_bytes: int) -> None:
+        """The next session's audio starts at stream offset `audio_bytes`."""
+        self.audio_bytes = audio_bytes
+        samples = audio_bytes // self._bytes_per_sample
+        self._audio_ns = samples * 1_000_000_000 // self._rate
+        self._seq = self._last_seq
+        self._utterances = self._next_utterance
+
+    def apply(self, response: Response) -> None:
+        if self._seq or self._audio_ns or self._utterances:
+            self._shift(response)
+        self._last_seq = max(self._last_seq, response.seq)
+        if response.HasField("result"):
+            self._next_utterance = max(self._next_utterance, response.result.utterance_index + 1)
+
+    def _shift(self, response: Response) -> None:
+        ns = self._audio_ns
+        if response.seq:
+            response.seq += self._seq
+        kind = response.WhichOneof("response")
+        if kind == "result":
+            result = response.result
+            result.utterance_index += self._utterances
+            for field in (result.start_offset, result.end_offset):
+                _shift(field, ns)
+            for word in result.words:
+                _shift(word.start_offset, ns)
+                _shift(word.end_offset, ns)
+        elif kind == "speech_event" and response.speech_event.HasField("offset"):
+            _shift(response.speech_event.offset, ns)
+        elif kind == "flow_status":
+            response.flow_status.acked_audio_bytes += self.audio_bytes
+            _shift(response.flow_status.acked_audio_offset, ns)
+
+
 def resuming_stream(
     stub: speech_pb2_grpc.SpeechStub,
     config: StreamConfig,
@@ -204,10 +317,12 @@ def resuming_stream(
 ) -> Iterator[Response]:
     """SpeechClient.stream with automatic resume (see the module docstring)."""
     outbox = _Outbox(audio, config, pace, policy.max_unacked_bytes)
+    timeline = _Timeline(config)
     deadline = None if timeout is None else time.monotonic() + timeout
-    token, last_seq = "", 0
+    token, last_seq = "", 0  # of the current session
     finalized: set[str] = set()
     failures = 0
+    reopening = False  # opening a session that replaces a drained one
     request = _first_config(config, policy.flow_status_interval_ms)
     while True:
         epoch = outbox.new_epoch()
@@ -216,7 +331,8 @@ def resuming_stream(
         call = stub.StreamingRecognize(
             outbox.sender(request, epoch, stop), metadata=metadata, timeout=remaining
         )
-        ended = False
+        ended = drained = False
+        processed = 0  # audio bytes the session says it processed, when it ended
         try:
             for response in call:
                 failures = 0
@@ -227,21 +343,23 @@ def resuming_stream(
                 if kind == "started" and response.started.resume_token:
                     token = response.started.resume_token
                 elif kind == "flow_status":
-                    outbox.ack(response.flow_status.acked_audio_bytes)
+                    outbox.ack(timeline.audio_bytes + response.flow_status.acked_audio_bytes)
                 elif kind == "ended":
                     ended = True
+                    drained = response.ended.reason == speech_pb2.SESSION_END_REASON_DRAINING
+                    processed = timeline.bytes_of(response.ended.audio_duration)
                 elif kind == "result":
                     if response.result.result_id in finalized:
                         continue  # never a result of an utterance already final
                     if response.result.is_final:
                         finalized.add(response.result.result_id)
+                timeline.apply(response)
                 yield response
-            return
         except grpc.RpcError as e:
             if outbox.failure is not None:
                 raise outbox.failure from e
             code = e.code()
-            if ended or not token or code not in RESUMABLE:
+            if ended or not (token or reopening) or code not in RESUMABLE:
                 raise
             failures += 1
             if failures > policy.max_attempts:
@@ -250,7 +368,22 @@ def resuming_stream(
             if deadline is not None and time.monotonic() + delay >= deadline:
                 raise
             time.sleep(delay)
-            request = _resume_config(token, last_seq, outbox.resume_offset())
+            if token:
+                offset = outbox.resume_offset() - timeline.audio_bytes
+                request = _resume_config(token, last_seq, offset)
+            else:  # the replacement of a drained session was refused (e.g. DRAINING): again
+                request = _first_config(config, policy.flow_status_interval_ms)
+            continue
         finally:
             stop.set()  # wake the sender's pacing wait; it ends with its connection
             call.cancel()
+        if not (drained and policy.reconnect_on_drain):
+            return
+        # Drained: everything the session processed has its final results; go on from there.
+        start = outbox.restart_at(timeline.audio_bytes + processed)
+        if outbox.finished():
+            return  # the drained session had all the audio there is
+        timeline.new_session(start)
+        token, last_seq, finalized = "", 0, set()
+        reopening = True
+        request = _first_config(config, policy.flow_status_interval_ms)

@@ -1,4 +1,9 @@
-"""`voxgate status`: what a running server offers and how full it is."""
+"""`voxgate status`: what a running server offers and how full it is.
+
+`voxgate status --check live|ready` is a probe instead (a Kubernetes exec probe, a container
+health check): only gRPC health, which needs no token, over TLS or mutual TLS as the --tls-*
+flags say; exit status 0 when SERVING, 1 otherwise (the reason on stderr).
+"""
 
 from __future__ import annotations
 
@@ -16,18 +21,29 @@ from .security import add_connection_arguments, connection_from_args
 DEFAULT_SERVER = "127.0.0.1:50051"
 HEALTH_NAMES = {health_pb2.HealthCheckResponse.SERVING: "SERVING",
                 health_pb2.HealthCheckResponse.NOT_SERVING: "NOT_SERVING"}
+# --check: which gRPC health service answers it ("" is the whole server: liveness).
+CHECKS = {"live": "", "ready": "voxgate.v1.Speech"}
 
 
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=DEFAULT_SERVER, help="HOST:PORT (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="one JSON object")
+    parser.add_argument(
+        "--check",
+        choices=sorted(CHECKS),
+        help="probe: only gRPC health (live: the server; ready: it admits sessions), no token "
+        "needed; exit 0 when SERVING, else 1",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=5.0, metavar="SECONDS", help="per health call (default 5)"
+    )
     add_connection_arguments(parser)
 
 
-def _health(channel: grpc.Channel, service: str) -> str:
+def _health(channel: grpc.Channel, service: str, timeout: float = 5.0) -> str:
     try:
         stub = health_pb2_grpc.HealthStub(channel)
-        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
     except grpc.RpcError as exc:
         return str(exc.code().name)
     return HEALTH_NAMES.get(reply.status, str(reply.status))
@@ -39,6 +55,14 @@ def run_status(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"voxgate status: error: {exc}", file=sys.stderr)
         return 2
+    timeout = getattr(args, "timeout", 5.0)
+    if getattr(args, "check", None):
+        with connection.channel(args.server) as channel:
+            health = _health(channel, CHECKS[args.check], timeout)
+        if health == "SERVING":
+            return 0
+        print(f"voxgate status: {args.server} {args.check}: {health}", file=sys.stderr)
+        return 1
     with connection.channel(args.server) as channel:
         try:
             caps = speech_pb2_grpc.SpeechStub(channel).GetCapabilities(
@@ -46,8 +70,8 @@ def run_status(args: argparse.Namespace) -> int:
         except grpc.RpcError as exc:
             print(f"voxgate status: {format_error(error_details(exc))}", file=sys.stderr)
             return 1
-        status = {"server": args.server, "live": _health(channel, ""),
-                  "ready": _health(channel, "voxgate.v1.Speech"), **capabilities_to_dict(caps)}
+        status = {"server": args.server, "live": _health(channel, CHECKS["live"], timeout),
+                  "ready": _health(channel, CHECKS["ready"], timeout), **capabilities_to_dict(caps)}
     if args.json:
         print(json.dumps(status))
         return 0
