@@ -46,4 +46,5 @@ def output_from_proto(msg: pb.SessionOutput) -> EngineOutput | None:
 def opened_to_proto(info: EngineInfo) -> pb.SessionOutput:
     return pb.SessionOutput(opened=pb.Opened(
         engine=info.name, model=info.model, frame_ms=info.frame_ms,
-        transcription_delay_ms=info.transcription_delay_ms))
+        transcription_delay_ms=info.transcription_delay_ms, position_mode=info.position_mode,
+        position_mode_reason=info.position_mode_reason))

@@ -24,6 +24,8 @@ class EngineInfo:
     languages: tuple[str, ...]
     frame_ms: int = 0
     transcription_delay_ms: int = 0
+    position_mode: str = ""  # "reanchor" | "rollover" for engines with a position clock; "" otherwise
+    position_mode_reason: str = ""  # why not re-anchoring
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,17 @@ class Engine(Protocol):
     def counters(self) -> dict[str, int]: ...
 
     async def shutdown(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SessionStat:
+    """A live session as an engine with a position clock reports it (sidecar status)."""
+
+    session_id: str
+    audio_ms: int
+    reanchors: int
+    clock: int  # current position clock, in tokens
+    position_mode: str
 
 
 @dataclass

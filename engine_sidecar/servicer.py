@@ -27,7 +27,11 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         return pb.GetStatusResponse(
             ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
             active_sessions=self._active, languages=list(info.languages),
-            counters=self._engine.counters(), pid=os.getpid())
+            counters=self._engine.counters(), pid=os.getpid(), position_mode=info.position_mode,
+            position_mode_reason=info.position_mode_reason,
+            sessions=[pb.SessionStat(session_id=s.session_id, audio_ms=s.audio_ms, reanchors=s.reanchors,
+                                     clock=s.clock, position_mode=s.position_mode)
+                      for s in getattr(self._engine, "session_stats", list)()])
 
     async def Session(
         self, request_iterator: AsyncIterator[pb.SessionInput], context: grpc.aio.ServicerContext
@@ -38,6 +42,9 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             return
         if self._active >= self._engine.info.max_sessions:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "engine is at max_sessions")
+            return
+        if refusal := getattr(self._engine, "admission_refusal", lambda: None)():
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
             return
         self._active += 1
         session = await self._engine.open_session(first.open.session_id, first.open.language_code)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import grpc
 import structlog
@@ -118,6 +119,9 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         reader = asyncio.create_task(session.consume(inputs))
         completed = False
         try:
+            if config.resume_token and session.started is not None:
+                # Out of band (seq 0, not in the replayable log): this stream continues an existing session.
+                yield 0, replace(session.started, resumed=True), session.cfg
             async for entry in session.log.read(after_seq):
                 yield entry.seq, entry.item, session.cfg
             completed = True
@@ -166,7 +170,10 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
             max_sessions=min(c.max_sessions, status.max_sessions) if status and status.max_sessions
-            else c.max_sessions, active_sessions=len(self._sessions))
+            else c.max_sessions, active_sessions=len(self._sessions),
+            position_mode=proto_edge.POSITION_MODES.get(status.position_mode if status else "",
+                                                        pb.POSITION_MODE_UNSPECIFIED),
+            position_mode_reason=status.position_mode_reason if status else "")
 
     async def drain(self, grace_s: float) -> None:
         """Refuse new sessions; live ones end with DRAINING and their finals; stragglers are closed."""

@@ -26,6 +26,8 @@ ENGINE_FLAGS: dict[str, tuple[str, type, str]] = {
     "--cudagraph-mode": ("cudagraph_mode", str, "CUDA graph mode (PIECEWISE; FULL is rejected by the model)"),
     "--tensor-parallel-size": ("tensor_parallel_size", int, "GPUs per engine"),
     "--block-size": ("block_size", int, "KV-cache block size"),
+    "--reanchor-margin-tokens": ("reanchor_margin_tokens", int,
+                                 "re-anchor once a session's clock reaches max_model_len minus this (default 128)"),
 }
 
 
@@ -37,6 +39,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         group.add_argument(flag, type=kind, default=None, help=help_text)
     group.add_argument("--enable-prefix-caching", action="store_true", default=None,
                        help="(refused for realtime: live sessions share no prefix)")
+    group.add_argument("--no-reanchor", dest="reanchor", action="store_false", default=None,
+                       help="turn RoPE re-anchoring off: sessions roll over to fresh engine requests near "
+                            "max_model_len instead (a seam in the model's context)")
     group.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
                        help="any other engine option (JSON value), e.g. rut_blank_frames=300; repeatable")
 
@@ -70,6 +75,8 @@ def engine_options(args: argparse.Namespace, base_json: str = "") -> dict[str, A
             options[name] = value
     if args.enable_prefix_caching:
         options["enable_prefix_caching"] = True
+    if args.reanchor is False:
+        options["reanchor"] = False
     for item in args.engine_option:
         key, sep, raw = item.partition("=")
         if not sep:

@@ -46,6 +46,8 @@ class Started:
     resume_token: str = ""
     resume_window_s: float = 0.0
     resumed: bool = False
+    position_mode: str = ""  # engine's: "reanchor" | "rollover" | "" (no position clock)
+    position_mode_reason: str = ""
 
 
 @dataclass(frozen=True)

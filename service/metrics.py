@@ -31,6 +31,9 @@ ENGINE_UP = Gauge("voxgate_engine_up", "1 while the engine sidecar is ready")
 SIDECAR_RESTARTS = Counter("voxgate_sidecar_restarts_total", "Engine sidecar restarts")
 ENGINE_KV_USAGE = Gauge("voxgate_engine_kv_cache_usage_ratio", "Engine KV-cache usage (engines that report it)")
 ENGINE_QUEUE = Gauge("voxgate_engine_queue_depth", "Requests waiting in the engine (engines that report it)")
+ENGINE_REANCHOR_ACTIVE = Gauge("voxgate_engine_reanchor_active",
+                               "1: sessions re-anchor (unbounded, no seam); 0: they roll over (re-anchoring off, or "
+                               "a start-up guard failed: see the sidecar's reanchor_unavailable log line)")
 
 
 def serve_metrics(port: int, host: str, active_sessions: Callable[[], int]) -> None:
@@ -44,3 +47,5 @@ def engine_status(counters: dict[str, int]) -> None:
         ENGINE_KV_USAGE.set(counters["engine_kv_usage_pct"] / 100)
     if "engine_waiting" in counters:
         ENGINE_QUEUE.set(counters["engine_waiting"])
+    if "reanchor_active" in counters:
+        ENGINE_REANCHOR_ACTIVE.set(counters["reanchor_active"])

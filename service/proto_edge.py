@@ -68,6 +68,10 @@ def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
                                         interval_ms=round(cfg.flow_status_interval_s * 1000)))
 
 
+POSITION_MODES = {"reanchor": pb.POSITION_MODE_REANCHOR, "rollover": pb.POSITION_MODE_ROLLOVER,
+                  "capped": pb.POSITION_MODE_CAPPED}
+
+
 def session_limits(max_duration_s: float, idle_timeout_s: float) -> pb.SessionLimits:
     return pb.SessionLimits(max_duration=duration_s(max_duration_s), idle_timeout=duration_s(idle_timeout_s))
 
@@ -77,7 +81,9 @@ def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionS
     return pb.SessionStarted(session_id=s.session_id, effective_config=eff,
                              engine=pb.EngineInfo(name=s.engine, model=s.model), limits=eff.limits,
                              max_audio_bytes_per_message=max_audio_bytes, resume_token=s.resume_token,
-                             resume_window=duration_s(s.resume_window_s), resumed=s.resumed)
+                             resume_window=duration_s(s.resume_window_s), resumed=s.resumed,
+                             position_mode=POSITION_MODES.get(s.position_mode, pb.POSITION_MODE_UNSPECIFIED),
+                             position_mode_reason=s.position_mode_reason)
 
 
 def result(r: Result, with_words: bool) -> pb.RecognitionResult:

@@ -43,6 +43,7 @@ class SidecarSupervisor:
     def __init__(self, config: Config, on_ready_change: Callable[[bool], None]) -> None:
         self._config = config
         self._on_ready_change = on_ready_change
+        self._admitting = True
         # Default: a fresh private directory (mkdtemp makes it 0700) that only this process uses.
         self._own_dir = None if config.sidecar_socket else Path(tempfile.mkdtemp(prefix="voxgate-"))
         self._socket = self._own_dir / "engine.sock" if self._own_dir else Path(config.sidecar_socket)
@@ -217,6 +218,11 @@ class SidecarSupervisor:
                 self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
                 metrics.engine_status(dict(self.status.counters))
                 failures = 0
+                admitting = self.status.counters.get("admitting", 1) != 0
+                if admitting != self._admitting:  # no real-time headroom: a load balancer should look elsewhere
+                    self._admitting = admitting
+                    log.info("engine_admission", admitting=admitting)
+                    self._on_ready_change(admitting)
             except grpc.RpcError as exc:
                 failures += 1
                 log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))

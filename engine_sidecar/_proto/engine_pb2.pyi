@@ -220,12 +220,20 @@ class Opened(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     FRAME_MS_FIELD_NUMBER: _builtins.int
     TRANSCRIPTION_DELAY_MS_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     engine: _builtins.str
     model: _builtins.str
     frame_ms: _builtins.int
     """Engine step size (80 for Voxtral); 0 when the engine has no fixed step."""
     transcription_delay_ms: _builtins.int
     """How far the engine's output lags the audio it describes."""
+    position_mode: _builtins.str
+    """How the session's position clock stays below the engine's cap: "reanchor" or "rollover";
+    empty for engines without a position clock.
+    """
+    position_mode_reason: _builtins.str
+    """Why not "reanchor", when re-anchoring is off or a start-up guard failed."""
     def __init__(
         self,
         *,
@@ -233,10 +241,12 @@ class Opened(_message.Message):
         model: _builtins.str = ...,
         frame_ms: _builtins.int = ...,
         transcription_delay_ms: _builtins.int = ...,
+        position_mode: _builtins.str = ...,
+        position_mode_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "frame_ms", b"frame_ms", "model", b"model", "transcription_delay_ms", b"transcription_delay_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "frame_ms", b"frame_ms", "model", b"model", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "transcription_delay_ms", b"transcription_delay_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -390,6 +400,9 @@ class GetStatusResponse(_message.Message):
     LANGUAGES_FIELD_NUMBER: _builtins.int
     COUNTERS_FIELD_NUMBER: _builtins.int
     PID_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     ready: _builtins.bool
     engine: _builtins.str
     model: _builtins.str
@@ -397,11 +410,18 @@ class GetStatusResponse(_message.Message):
     """Sessions this engine admits at once."""
     active_sessions: _builtins.int
     pid: _builtins.int
+    position_mode: _builtins.str
+    """As in Opened: how sessions of this engine stay below its position limit, and why not "reanchor"."""
+    position_mode_reason: _builtins.str
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def counters(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Engine counters (sessions_total, recoveries, ...)."""
+
+    @_builtins.property
+    def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionStat]:
+        """One entry per live session (engines with a position clock)."""
 
     def __init__(
         self,
@@ -414,11 +434,48 @@ class GetStatusResponse(_message.Message):
         languages: _abc.Iterable[_builtins.str] | None = ...,
         counters: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         pid: _builtins.int = ...,
+        sessions: _abc.Iterable[Global___SessionStat] | None = ...,
+        position_mode: _builtins.str = ...,
+        position_mode_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "pid", b"pid", "ready", b"ready"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class SessionStat(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    AUDIO_MS_FIELD_NUMBER: _builtins.int
+    REANCHORS_FIELD_NUMBER: _builtins.int
+    CLOCK_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_FIELD_NUMBER: _builtins.int
+    session_id: _builtins.str
+    audio_ms: _builtins.int
+    """Audio fed to the engine so far."""
+    reanchors: _builtins.int
+    """Re-anchor events so far."""
+    clock: _builtins.int
+    """The session's current position clock (tokens); stays below max_model_len."""
+    position_mode: _builtins.str
+    def __init__(
+        self,
+        *,
+        session_id: _builtins.str = ...,
+        audio_ms: _builtins.int = ...,
+        reanchors: _builtins.int = ...,
+        clock: _builtins.int = ...,
+        position_mode: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_ms", b"audio_ms", "clock", b"clock", "position_mode", b"position_mode", "reanchors", b"reanchors", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionStat: _TypeAlias = SessionStat  # noqa: Y015

@@ -20,10 +20,13 @@ from typing import Any
 
 import structlog
 
-from ..engine import EngineCounters, EngineInfo
-from ..voxtral.options import VoxtralOptions
+from ..engine import EngineCounters, EngineInfo, SessionStat
+from ..reanchor.guards import config_problems
+from ..voxtral.capacity import kv_sessions, lag_refusal
+from ..voxtral.options import VLLM_VERSION, VoxtralOptions
 from ..voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
-from ..voxtral.rollover import BudgetRollover
+from ..voxtral.reanchor_link import PositionMode, ReanchorLink
+from ..voxtral.rollover import BudgetRollover, NoRollover
 from ..voxtral.session import EngineContext, VoxtralSession
 from ..voxtral.stats import SchedulerSnapshot, stat_logger_factory
 from ..voxtral.timing import geometry_from_tokenizer
@@ -53,6 +56,8 @@ class VoxtralEngine:
         self._ctx: EngineContext | None = None
         self._llm: Any = None
         self._monitor: asyncio.Task[None] | None = None
+        self._reanchor = ReanchorLink(self._counters)
+        self._sessions: dict[str, VoxtralSession] = {}
 
     async def start(self) -> None:
         cpu = on_cpu()
@@ -67,26 +72,46 @@ class VoxtralEngine:
         from vllm.model_executor.model_loader import get_model_cls
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        args = AsyncEngineArgs(**self.options.engine_kwargs(self._model, on_cpu=cpu))
+        problems = config_problems(self.options, version, VLLM_VERSION) if self.options.reanchor \
+            else ["turned off (--no-reanchor)"]
+        extension = not problems or self.options.exact_rope_tables or self.options.precise_rope
+        args = AsyncEngineArgs(**self.options.engine_kwargs(self._model, on_cpu=cpu, reanchor=extension))
         # Built on the event-loop thread, not in a worker thread: PR_SET_PDEATHSIG fires when the *thread*
         # that started the child exits, so the EngineCore must be started by a thread that lives as long as we do.
         self._llm = llm = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger_factory(self.scheduler)])
         model_cls = get_model_cls(llm.model_config)
         if not getattr(model_cls, "realtime_max_tokens", None):
             raise ValueError(f"{self._model} is not a realtime (streaming) model: {model_cls.__name__}")
+        if extension:
+            problems += await self._reanchor.arm(llm, wanted=not problems)
+        (kv,) = (await llm.collective_rpc("voxgate_kv_geometry"))[:1]
+        self._counters.extra["kv_max_sessions"] = kv_max = kv_sessions(
+            kv["num_blocks"], kv["block_sizes"], kv["windows"], self.options.max_model_len)
+        if kv_max < self.info.max_sessions:
+            log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * 16000)
+        mode = PositionMode.rollover(problems[0]) if problems else PositionMode.REANCHOR
+        self._counters.extra["reanchor_active"] = int(mode.reanchor)
         self._ctx = EngineContext(
             llm=llm, model_cls=model_cls, geometry=geometry, options=self.options,
-            rollover=BudgetRollover.for_cap(cap, window), counters=self._counters,
-            on_request_error=self._on_request_error, clock=self._clock)
-        self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=self.info.max_sessions,
+            rollover=NoRollover() if mode.reanchor else BudgetRollover.for_cap(cap, window), counters=self._counters,
+            on_request_error=self._on_request_error, clock=self._clock, position_mode=mode,
+            reanchor_listeners=self._reanchor.listeners,
+            flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None)
+        self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
                                languages=LANGUAGES, frame_ms=geometry.frame_ms,
-                               transcription_delay_ms=geometry.delay_ms)
+                               transcription_delay_ms=geometry.delay_ms, position_mode=mode.name,
+                               position_mode_reason=mode.reason)
         self._monitor = asyncio.create_task(self._watch_engine())
+        if mode.reanchor:
+            self._reanchor.start_polling(llm, self._counters)
+        else:
+            log.warning("reanchor_unavailable", reason=mode.reason, fallback="rollover")
         log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
-                 request_audio_s=cap / 16000, blank_token_id=geometry.blank_token_id)
+                 position_mode=mode.name, request_audio_s=None if mode.reanchor else cap / 16000,
+                 blank_token_id=geometry.blank_token_id)
 
     async def open_session(self, session_id: str, language_code: str) -> VoxtralSession:
         if self._ctx is None:
@@ -95,17 +120,35 @@ class VoxtralEngine:
             self._die(self._llm.dead_error)
         self._counters.sessions_total += 1
         self._counters.sessions_active += 1
-        return VoxtralSession(self._ctx, session_id)
+        session = self._sessions[session_id] = VoxtralSession(self._ctx, session_id)
+        return session
+
+    def admission_refusal(self) -> str | None:
+        """Why a new session is refused now (besides max_sessions), or None."""
+        return lag_refusal([s.lag_ms() for s in self._live_sessions()], self.options.admission_max_lag_ms)
+
+    def _live_sessions(self) -> list[VoxtralSession]:
+        for gone in [sid for sid, s in self._sessions.items() if s.released]:
+            del self._sessions[gone]
+        return list(self._sessions.values())
+
+    def session_stats(self) -> list[SessionStat]:
+        return [s.stat() for s in self._live_sessions()]
 
     def counters(self) -> dict[str, int]:
         s = self.scheduler
+        lags = [session.lag_ms() for session in self._live_sessions()]
         return {**self._counters.as_dict(), "engine_running": s.running, "engine_waiting": s.waiting,
+                "admitting": int(lag_refusal(lags, self.options.admission_max_lag_ms) is None),
+                "sessions_behind": sum(lag > self.options.admission_max_lag_ms for lag in lags),
+                "max_lag_ms": max(lags, default=0),
                 "engine_parked": s.parked, "engine_kv_usage_pct": round(100 * s.kv_cache_usage),
                 "engine_unfinished": self._llm.get_num_unfinished_requests() if self._llm is not None else 0}
 
     async def shutdown(self) -> None:
         if self._monitor is not None:
             self._monitor.cancel()
+        await self._reanchor.stop()
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None

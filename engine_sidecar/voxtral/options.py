@@ -7,13 +7,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..reanchor.settings import ReanchorSettings
+
 VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
 
 
 @dataclass(frozen=True)
 class VoxtralOptions:
     # vLLM engine (names follow vLLM's flags)
-    max_model_len: int = 8192
+    max_model_len: int = 16384  # stock decoder window 8192 + room to re-anchor (KV is bounded by the window)
     max_num_seqs: int = 16
     max_num_batched_tokens: int | None = None  # None: max(512, 400 x max_num_seqs), see notes on blank ruts
     dtype: str = "auto"
@@ -26,10 +28,17 @@ class VoxtralOptions:
     decoder_sliding_window: int | None = None  # hf_overrides text_config.sliding_window
     encoder_sliding_window: int | None = None  # hf_overrides audio_config.sliding_window
     block_size: int | None = None
+    # RoPE re-anchoring (engine_sidecar/reanchor): unbounded sessions at constant memory
+    reanchor: bool = True  # False, or a failed start-up guard: sessions roll over to fresh requests instead
+    reanchor_margin_tokens: int = 128  # re-anchor once a session's clock reaches max_model_len - margin
+    exact_rope_tables: bool = False  # RoPE tables from float64 angles (exact at large positions; tests)
+    reanchor_rotate: str = "all"  # "all" | "decoder" | "none": negative controls for tests only
+    precise_rope: bool = False  # RoPE in float64, rounded once: an equivalent bf16 reference (tests only)
     # Session behaviour
     rollover_margin_tokens: int = 4  # head-room kept below max_model_len besides the right padding
     rollover_silence_window_s: float = 60.0  # look for a VAD silence this long before the cap
     max_backlog_ms: int = 3000  # audio pushed but not yet transcribed before push_audio waits
+    admission_max_lag_ms: int = 1000  # refuse new sessions while a session lags real time by more (0: off)
     rut_blank_frames: int = 200  # blank run over speech that counts as a rut (0: off)
     freeze_timeout_s: float = 10.0  # no output while audio is fed (0: off)
     emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
@@ -56,6 +65,10 @@ class VoxtralOptions:
             raise ValueError("max_model_len must be >= 128 (prompt, right padding and some audio must fit)")
         if self.max_num_seqs < 1:
             raise ValueError("max_num_seqs must be >= 1")
+        if self.reanchor_rotate not in ("all", "decoder", "none"):
+            raise ValueError("reanchor_rotate must be all, decoder or none")
+        if not 0 < self.reanchor_margin_tokens < self.max_model_len:
+            raise ValueError("reanchor_margin_tokens must be in (0, max_model_len)")
         if self.max_backlog_ms < 1000:
             raise ValueError("max_backlog_ms must be >= 1000 (the model needs ~560 ms of look-ahead)")
 
@@ -71,8 +84,14 @@ class VoxtralOptions:
             out["audio_config"] = {"sliding_window": self.encoder_sliding_window}
         return out
 
-    def engine_kwargs(self, model: str, on_cpu: bool) -> dict[str, Any]:
-        """Keyword arguments for vllm.AsyncEngineArgs."""
+    def reanchor_settings(self) -> ReanchorSettings:
+        return ReanchorSettings(margin_tokens=self.reanchor_margin_tokens,
+                                rotate_decoder=self.reanchor_rotate != "none",
+                                rotate_encoder=self.reanchor_rotate == "all",
+                                exact_rope_tables=self.exact_rope_tables, precise_rope=self.precise_rope)
+
+    def engine_kwargs(self, model: str, on_cpu: bool, reanchor: bool = False) -> dict[str, Any]:
+        """Keyword arguments for vllm.AsyncEngineArgs; `reanchor` loads the re-anchoring extension."""
         kwargs: dict[str, Any] = dict(
             model=model, tokenizer_mode="mistral", config_format="mistral", load_format="mistral",
             max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
@@ -91,4 +110,11 @@ class VoxtralOptions:
             kwargs["block_size"] = self.block_size
         if overrides := self.hf_overrides():
             kwargs["hf_overrides"] = overrides
+        if reanchor or self.exact_rope_tables or self.precise_rope:
+            # vLLM schedules synchronously on CPU and asynchronously on GPU: subclass the one it would use.
+            scheduler = "ReanchorScheduler" if on_cpu else "ReanchorAsyncScheduler"
+            kwargs["scheduler_cls"] = f"engine_sidecar.reanchor.scheduler.{scheduler}"
+            kwargs["additional_config"] = self.reanchor_settings().as_config()
+        # Always: its capacity query needs no vLLM internals (re-anchoring arms only when asked).
+        kwargs["worker_extension_cls"] = "engine_sidecar.reanchor.worker.ReanchorWorkerExtension"
         return kwargs

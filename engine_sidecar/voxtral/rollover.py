@@ -36,3 +36,11 @@ class BudgetRollover:
         if request_samples + chunk_samples > self.cap_samples:
             return max(self.cap_samples - request_samples, 0)
         return None
+
+
+@dataclass(frozen=True)
+class NoRollover:
+    """Re-anchoring keeps the position clock below max_model_len: a session stays on one request."""
+
+    def split(self, request_samples: int, chunk_samples: int, speech: bool) -> int | None:
+        return None

@@ -14,21 +14,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from ..engine import BYTES_PER_MS, Closed, Delta, Diagnostic, EngineCounters, EngineOutput, Flushed
+from ..engine import BYTES_PER_MS, Closed, Delta, Diagnostic, EngineCounters, EngineOutput, Flushed, SessionStat
 from ..output_queue import OutputChannel
 from .options import VoxtralOptions
+from .reanchor_link import PositionMode, ReanchorEvent
 from .rollover import RolloverPolicy
 from .stream import RequestStream
 from .timing import StreamGeometry
 from .watchdog import FREEZE, RUT, Watchdog
 
 log = structlog.get_logger("voxtral")
+RATE_WINDOW_S = 2.0
 COUNTERS = {"rollover": "rollovers", RUT: "rut_recoveries", FREEZE: "freeze_recoveries",
             "warning": "early_request_ends"}
 
@@ -45,6 +47,10 @@ class EngineContext:
     counters: EngineCounters
     on_request_error: Callable[[BaseException], None]  # exits the sidecar if the engine itself died
     clock: Callable[[], float]
+    position_mode: PositionMode = PositionMode.rollover("")
+    # request id -> callback for re-anchor events of that request (ReanchorLink dispatches)
+    reanchor_listeners: dict[str, Callable[[ReanchorEvent], None]] = field(default_factory=dict)
+    flush_reanchor: Callable[[], Awaitable[None]] | None = None  # fetch pending events now
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
@@ -61,15 +67,24 @@ class VoxtralSession:
         self._flushes: deque[tuple[int, int]] = deque()  # (marker, audio_ms) not yet acknowledged
         self._pending_ids: list[int] = []  # textless non-blank tokens, carried into the next delta
         self._pending_start_ms = 0
+        self._notes: deque[Diagnostic] = deque()  # re-anchor events, emitted in order with the tokens
+        self._progress_rate = 1.0  # audio ms transcribed per wall ms lately (admission's headroom signal)
+        self._rate_mark = (ctx.clock(), 0)
+        self.reanchors = 0
         self._progress = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._error: BaseException | None = None
-        self._released = False
+        self.released = False
         self._closing = False
         self._reader_slow = False  # a driver waits for room in the output channel: not an engine freeze
         self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.freeze_timeout_s,
                              self._g.frame_ms, ctx.clock)
         self._stream = self._start_stream(0, None, None)
+
+    def stat(self) -> SessionStat:
+        stream = self._stream
+        clock = self._g.prompt_tokens + stream.tokens - stream.shifted
+        return SessionStat(self._id, self._pushed_ms(), self.reanchors, clock, self._ctx.position_mode.name)
 
     # -- EngineSession -------------------------------------------------------
 
@@ -108,6 +123,7 @@ class VoxtralSession:
         finally:
             self._release()
         self._raise_if_failed()
+        await self._emit_notes()
         self._covered_ms = self._pushed_ms()
         await self._ack_flushes()
         await self._out.put(Flushed(marker=0, audio_ms=self._pushed_ms()))
@@ -115,6 +131,8 @@ class VoxtralSession:
 
     async def abort(self) -> None:
         await self._cancel_streams()
+        for stream_id in [r for r in self._ctx.reanchor_listeners if r.startswith(f"voxgate-{self._id}-")]:
+            del self._ctx.reanchor_listeners[stream_id]
         self._release()
         self._out.end_now()
 
@@ -123,8 +141,11 @@ class VoxtralSession:
     def _start_stream(self, offset_ms: int, predecessor: RequestStream | None,
                       announce: Diagnostic | None) -> RequestStream:
         bias = self._ctx.options.blank_logit_bias
+        reanchor = self._ctx.position_mode.reanchor
         stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
-                               {self._g.blank_token_id: bias} if bias else None)
+                               {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor)
+        if reanchor:
+            self._ctx.reanchor_listeners[stream.request_id] = lambda event: self._on_reanchor(stream, event)
 
         async def on_start() -> None:
             # The previous request is finished: all it will ever say is out.
@@ -147,6 +168,9 @@ class VoxtralSession:
             return
         finally:
             self._progress.set()
+        if self._ctx.flush_reanchor is not None and stream.request_id in self._ctx.reanchor_listeners:
+            await self._ctx.flush_reanchor()  # the request's last events, before its last words are out
+        self._ctx.reanchor_listeners.pop(stream.request_id, None)
         await self._finished(stream)
         if not stream.ended and stream is self._stream and not self._closing:
             # vLLM finished the request on its own (it stops at max_model_len): never drop audio silently.
@@ -189,7 +213,23 @@ class VoxtralSession:
 
     # -- outputs -------------------------------------------------------------
 
+    def _on_reanchor(self, stream: RequestStream, event: ReanchorEvent) -> None:
+        stream.shifted += int(event["tokens"])
+        self.reanchors += 1
+        position = int(event["clock"]) + stream.shifted  # the session's absolute position at the event
+        at_ms = stream.offset_ms + max(0, min(self._g.token_end_ms(position - self._g.prompt_tokens), stream.audio_ms))
+        self._notes.append(Diagnostic(
+            kind="reanchor", at_ms=at_ms,
+            message=f"position clock shifted down by {event['tokens']} to {event['clock']} "
+                    f"(re-anchor {event['count']} of this request, absolute position {position}, "
+                    f"keys rotated in {event['rotate_ms']:.2f} ms; {event['blocks']} KV blocks live)"))
+
+    async def _emit_notes(self) -> None:
+        while self._notes:
+            await self._out.put(self._notes.popleft())
+
     async def _on_token(self, stream: RequestStream, k: int, token_id: int, text: str) -> None:
+        await self._emit_notes()
         blank = token_id == self._g.blank_token_id
         self._dog.on_token(blank)
         start, end = self._g.token_span_ms(k, stream.offset_ms, stream.audio_ms)
@@ -206,6 +246,7 @@ class VoxtralSession:
                 self._pending_start_ms = start
             self._pending_ids.append(token_id)
         self._covered_ms = max(self._covered_ms, end)
+        self._note_progress()
         await self._ack_flushes()
         self._progress.set()
 
@@ -222,6 +263,22 @@ class VoxtralSession:
 
     def _pushed_ms(self) -> int:
         return self._pushed_samples * 1000 // 16000
+
+    def lag_ms(self) -> int:
+        """How far this session falls behind real time: its transcript lags its audio beyond the model's own
+        delay *and* advances slower than real time. A client sending faster than real time builds a backlog
+        that the engine works off faster than real time: that is not a lack of headroom."""
+        if self.released or self._progress_rate >= 1.0:
+            return 0
+        return max(0, self._excess_backlog_ms())
+
+    def _note_progress(self) -> None:
+        """Audio ms transcribed per wall ms, over windows of RATE_WINDOW_S."""
+        now = self._ctx.clock()
+        if now - self._rate_mark[0] >= RATE_WINDOW_S:
+            elapsed_ms = (now - self._rate_mark[0]) * 1000
+            self._progress_rate = (self._covered_ms - self._rate_mark[1]) / elapsed_ms
+            self._rate_mark = (now, self._covered_ms)
 
     def _excess_backlog_ms(self) -> int:
         """Audio fed beyond what the model's own delay and one frame explain."""
@@ -249,6 +306,6 @@ class VoxtralSession:
             raise RuntimeError(f"voxtral engine request failed: {self._error!r}") from self._error
 
     def _release(self) -> None:
-        if not self._released:
-            self._released = True
+        if not self.released:
+            self.released = True
             self._ctx.counters.sessions_active -= 1

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ..reanchor.settings import REQUEST_TAG
+
 TokenSink = Callable[["RequestStream", int, int, str], Awaitable[None]]
 
 _ids = itertools.count()
@@ -25,14 +27,17 @@ class RequestStream:
     """Audio in through feed()/end(); tokens out through the sink, in order, with their index k."""
 
     def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
-                 predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None) -> None:
+                 predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None,
+                 reanchor: bool = False) -> None:
         self._llm = llm
+        self._reanchor = reanchor
         self._logit_bias = logit_bias
         self._model_cls = model_cls
         self.request_id = f"voxgate-{session_id}-{next(_ids)}"
         self.offset_ms = offset_ms  # session time at which this request's audio starts
         self.samples = 0  # real audio fed so far
         self.tokens = 0  # outputs received so far
+        self.shifted = 0  # positions removed by re-anchoring so far
         self.ended = False  # we ended its audio (end()); a request that finishes without it was cut short
         self.done = asyncio.Event()
         self._predecessor = predecessor
@@ -83,7 +88,8 @@ class RequestStream:
             if on_start is not None:
                 await on_start()
             params = SamplingParams(temperature=0.0, max_tokens=self._model_cls.realtime_max_tokens,
-                                    output_kind=RequestOutputKind.DELTA, logit_bias=self._logit_bias)
+                                    output_kind=RequestOutputKind.DELTA, logit_bias=self._logit_bias,
+                                    extra_args={REQUEST_TAG: self.request_id} if self._reanchor else None)
             feedback: asyncio.Queue[list[int]] = asyncio.Queue()
             async for out in self._llm.generate(prompt=self._inputs(feedback), sampling_params=params,
                                                 request_id=self.request_id):

@@ -71,6 +71,7 @@ class Session:
         self.session_id = session_id
         self.cfg = cfg
         self.resume_token = secrets.token_urlsafe(24)
+        self.started: Started | None = None  # the first response, sent again (resumed) to a resuming stream
         self.log = ResponseLog()
         self.error: errors.StreamError | None = None
         self.engine_restarts = 0
@@ -119,8 +120,10 @@ class Session:
         self._spawn(self._drive_engine())
         self._spawn(self._watch())
         started = Started(self.session_id, self._link.engine, self._link.model, self.resume_token,
-                          self._server.resume_window_s)
+                          self._server.resume_window_s, position_mode=self._link.position_mode,
+                          position_mode_reason=self._link.position_mode_reason)
         self.log.append(started)
+        self.started = started
         return started
 
     def _spawn(self, coro: object) -> None:

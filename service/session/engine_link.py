@@ -50,6 +50,8 @@ class EngineLink:
         self.stub = stub
         self.engine = ""
         self.model = ""
+        self.position_mode = ""
+        self.position_mode_reason = ""
         self._stub = stub
         self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
                                                         sample_rate_hz=16000))
@@ -77,7 +79,9 @@ class EngineLink:
         if first is grpc.aio.EOF or first.WhichOneof("output") != "opened":
             call.cancel()
             raise EngineLost("engine refused the session")
-        self.engine, self.model = first.opened.engine, first.opened.model
+        opened = first.opened
+        self.engine, self.model = opened.engine, opened.model
+        self.position_mode, self.position_mode_reason = opened.position_mode, opened.position_mode_reason
         self._reader = asyncio.create_task(self._read())
 
     async def _handshake(self, call: grpc.aio.StreamStreamCall) -> Any:

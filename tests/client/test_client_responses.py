@@ -41,6 +41,8 @@ def test_started():
             engine=pb.EngineInfo(name="sphinx", model="en-us"),
             limits=limits,
             max_audio_bytes_per_message=65536,
+            position_mode=pb.POSITION_MODE_ROLLOVER,
+            position_mode_reason="turned off (--no-reanchor)",
         ),
     )
     assert roundtrip(msg) == {
@@ -60,6 +62,9 @@ def test_started():
         },
         "limits": {"max_duration_s": 3600.0, "idle_timeout_s": 30.0},
         "max_audio_bytes_per_message": 65536,
+        "resumed": False,
+        "position_mode": "rollover",
+        "position_mode_reason": "turned off (--no-reanchor)",
     }
 
 

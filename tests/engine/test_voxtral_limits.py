@@ -1,4 +1,4 @@
-"""Long sessions on a small max_model_len: rollover instead of silent truncation, blank-rut recovery,
+"""Long sessions on a small max_model_len with re-anchoring off: rollover, not silent truncation;
 and flat engine memory."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ MAX_MODEL_LEN = 256  # ~17 s of audio per engine request
 
 @pytest.fixture(scope="module")
 def h(make_harness: Any) -> Harness:
+    # Rollover is what `--no-reanchor` (or a failed re-anchoring guard) leaves: tested here on its own.
     return make_harness(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, emit_empty_deltas=True,
-                        rollover_silence_window_s=8.0)
+                        rollover_silence_window_s=8.0, reanchor=False)
 
 
 def speech_with_pauses(at_ms: int) -> bool:
@@ -36,6 +37,12 @@ def check_continuous(r: Result, audio_ms: int) -> None:
     # Every 80 ms of audio got its token: nothing was dropped at a request boundary.
     covered = {d.start_ms // 80 for d in r.deltas}
     assert len(covered) >= audio_ms // 80 - 2 * (len(r.diagnostics) + 1)
+
+
+def test_reanchoring_turned_off_is_rollover_and_says_so(h: Harness) -> None:
+    assert h.engine.info.position_mode == "rollover"
+    assert "--no-reanchor" in h.engine.info.position_mode_reason
+    assert h.engine.counters()["reanchor_active"] == 0
 
 
 def test_session_past_max_model_len_rolls_over_inside_silences(h: Harness) -> None:

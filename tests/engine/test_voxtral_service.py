@@ -29,7 +29,9 @@ from voxgate_client._proto import speech_pb2 as pb
 
 pytest.importorskip("vllm")
 
-MAX_MODEL_LEN = 256  # 20 s of audio per engine request: long sessions must roll over
+# Positions run out after ~20 s of audio: long sessions must re-anchor (block size 32 makes the shift unit 128
+# tokens, so a 128-token decoder window fits below 320 with a 32-token margin).
+MAX_MODEL_LEN = 320
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +39,7 @@ def voxtral_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -
     tmp = tmp_path_factory.mktemp("voxtral-service")
     # float32: in bf16 the batch a step runs in changes the numbers, so tokens are not comparable across runs.
     server = start_server(tmp, "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "6", "--dtype", "float32",
+                          "--block-size", "32", "--reanchor-margin-tokens", "32",
                           "--sidecar-socket", str(tmp / "engine" / "engine.sock"), "--resume-window-s", "1",
                           engine="voxtral", model=str(tiny_model), ready_timeout_s=240)
     server.socket = tmp / "engine" / "engine.sock"  # type: ignore[attr-defined]
@@ -111,16 +114,20 @@ def test_four_desynchronized_sessions_keep_up_and_match_a_lone_run(voxtral_serve
         assert took[i] < duration_s * 3 + 10, f"session {i} stalled: {took[i]:.1f}s for {duration_s:.1f}s of audio"
 
 
-def test_a_session_past_max_model_len_rolls_over_and_loses_nothing(voxtral_server: ServerProcess) -> None:
-    audio = (clip() + silence(1.0)) * 9  # ~62 s: three engine requests' worth
+def test_a_session_past_max_model_len_reanchors_and_loses_nothing(voxtral_server: ServerProcess) -> None:
+    audio = (clip() + silence(1.0)) * 9  # ~121 s: six times what max_model_len holds
     responses = recognize(voxtral_server.stub(), [config_request(), *audio_requests(audio, 3200)], timeout=300)
+    assert responses[0].started.position_mode == pb.POSITION_MODE_REANCHOR
+    assert responses[0].started.position_mode_reason == ""
     warnings = [r.warning.code for r in responses if r.HasField("warning")]
-    assert "ENGINE_ROLLOVER" in warnings
+    assert warnings.count("ENGINE_REANCHOR") >= 5 and "ENGINE_ROLLOVER" not in warnings
+    counters = engine_counters(voxtral_server)
+    assert counters["reanchor_active"] == 1 and counters["reanchors"] >= 5
     ended = responses[-1].ended
     assert ended.reason == pb.SESSION_END_REASON_CLIENT_END
     assert ended.audio_duration.ToMilliseconds() == pytest.approx(len(audio) // 32, abs=80)
     ends = [r.end_offset.ToMilliseconds() for r in finals(responses)]
-    assert ends == sorted(ends) and ends[-1] > 50_000, "transcript continues past every rollover"
+    assert ends == sorted(ends) and ends[-1] > 100_000, "transcript continues past every re-anchor"
 
 
 def test_a_disconnect_leaves_no_engine_request_behind(voxtral_server: ServerProcess) -> None:
@@ -148,3 +155,27 @@ def test_a_disconnect_leaves_no_engine_request_behind(voxtral_server: ServerProc
         time.sleep(0.2)
     assert counters["sessions_active"] == 0
     assert counters["engine_unfinished"] == 0
+
+
+def test_transcribe_json_shows_the_position_mode_and_each_reanchor(voxtral_server: ServerProcess,
+                                                                   tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+    import wave
+
+    path = tmp_path / "long.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((clip() + silence(1.0)) * 3)  # ~40 s: at least one re-anchor
+    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", voxtral_server.target, "--no-pace",
+                          "--json", str(path)], capture_output=True, text=True, timeout=300, check=True).stdout
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["type"] == "started" and lines[0]["position_mode"] == "reanchor"
+    events = [line for line in lines if line["type"] == "warning" and line["code"] == "ENGINE_REANCHOR"]
+    assert events and "shifted down by 128" in events[0]["message"]
+    status = subprocess.run([sys.executable, "-m", "service", "status", "--server", voxtral_server.target],
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "positions  re-anchoring" in status

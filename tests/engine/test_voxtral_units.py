@@ -74,3 +74,23 @@ def test_watchdog_freeze_needs_audio_waiting() -> None:
     assert dog.check(backlog_ms=400) == FREEZE
     dog.on_token(blank=True)
     assert dog.check(backlog_ms=400) is None
+
+
+def test_kv_sessions_from_the_pool_and_the_windows() -> None:
+    from engine_sidecar.voxtral.capacity import kv_sessions
+
+    # Tiny model on CPU: decoder window 128 in blocks of 512 -> 2 blocks; encoder 17 in blocks of 128 -> 2.
+    assert kv_sessions(2048, [512, 128], [128, 17], 8192) == 2047 // 4
+    # Real model, block size 16 on CUDA: decoder (128-token blocks) window 8192 -> 65; encoder 16 -> 750/16 -> 48.
+    assert kv_sessions(10_000, [128, 16], [8192, 750], 16384) == 9999 // 113
+    # Full attention holds up to max_model_len.
+    assert kv_sessions(1000, [16], [None], 4096) == 999 // 257
+
+
+def test_admission_refuses_only_while_a_session_is_behind_real_time() -> None:
+    from engine_sidecar.voxtral.capacity import lag_refusal
+
+    assert lag_refusal([0, 200, 900], 1000) is None
+    refusal = lag_refusal([0, 1500, 2500], 1000)
+    assert refusal is not None and "2 session(s) behind real time by up to 2500 ms" in refusal
+    assert lag_refusal([5000], 0) is None  # off

@@ -64,6 +64,10 @@ def test_resume_continues_the_same_session_without_loss_or_duplicates(fake_serve
     rest = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(acked_bytes, len(audio), CHUNK)]
     second = recognize(fake_server.stub(), [resume, *rest])
 
+    # The resumed stream opens with the session's SessionStarted again, resumed and outside the log (seq 0).
+    assert second[0].HasField("started") and second[0].seq == 0 and second[0].started.resumed
+    assert second[0].started.session_id == started.session_id and not started.resumed
+    second = second[1:]
     assert [r.seq for r in second] == sorted(r.seq for r in second) and second[0].seq > last_seq
     got = final_results(first) + final_results(second)
     assert len({r.result_id for r in got}) == len(got), "no final result twice"

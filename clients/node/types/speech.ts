@@ -44,6 +44,7 @@ export interface ProtoGrpcType {
       GetCapabilitiesRequest: MessageTypeDefinition<_voxgate_v1_GetCapabilitiesRequest, _voxgate_v1_GetCapabilitiesRequest__Output>
       GetCapabilitiesResponse: MessageTypeDefinition<_voxgate_v1_GetCapabilitiesResponse, _voxgate_v1_GetCapabilitiesResponse__Output>
       KeepAlive: MessageTypeDefinition<_voxgate_v1_KeepAlive, _voxgate_v1_KeepAlive__Output>
+      PositionMode: EnumTypeDefinition
       RecognitionResult: MessageTypeDefinition<_voxgate_v1_RecognitionResult, _voxgate_v1_RecognitionResult__Output>
       SessionEndReason: EnumTypeDefinition
       SessionEnded: MessageTypeDefinition<_voxgate_v1_SessionEnded, _voxgate_v1_SessionEnded__Output>

@@ -66,7 +66,22 @@ def _started(m: speech_pb2.SessionStarted) -> dict[str, Any]:
         "effective_config": config_to_dict(m.effective_config),
         "limits": _limits(m.limits),
         "max_audio_bytes_per_message": m.max_audio_bytes_per_message,
+        "resumed": m.resumed,
+        # "reanchor" | "rollover" | "capped"; "" when the engine has no position clock
+        "position_mode": _position_mode(m.position_mode),
+        "position_mode_reason": m.position_mode_reason,
     }
+
+
+_POSITION_MODES = {
+    speech_pb2.POSITION_MODE_REANCHOR: "reanchor",
+    speech_pb2.POSITION_MODE_ROLLOVER: "rollover",
+    speech_pb2.POSITION_MODE_CAPPED: "capped",
+}
+
+
+def _position_mode(mode: int) -> str:
+    return _POSITION_MODES.get(mode, "")  # type: ignore[call-overload]
 
 
 def _result(m: speech_pb2.RecognitionResult) -> dict[str, Any]:
@@ -137,6 +152,8 @@ def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, 
         "engine": {"name": caps.engine.name, "model": caps.engine.model},
         "max_limits": _limits(caps.max_limits),
         "max_audio_bytes_per_message": caps.max_audio_bytes_per_message,
+        "position_mode": _position_mode(caps.position_mode),
+        "position_mode_reason": caps.position_mode_reason,
         "max_sessions": caps.max_sessions,
         "active_sessions": caps.active_sessions,
     }

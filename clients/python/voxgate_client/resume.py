@@ -340,6 +340,8 @@ def resuming_stream(
                     continue  # already delivered before the reconnect
                 last_seq = max(last_seq, response.seq)
                 kind = response.WhichOneof("response")
+                if kind == "started" and response.started.resumed:
+                    continue  # the same session goes on: the caller sees one unbroken stream
                 if kind == "started" and response.started.resume_token:
                     token = response.started.resume_token
                 elif kind == "flow_status":

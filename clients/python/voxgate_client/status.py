@@ -49,6 +49,13 @@ def _health(channel: grpc.Channel, service: str, timeout: float = 5.0) -> str:
     return HEALTH_NAMES.get(reply.status, str(reply.status))
 
 
+POSITION_MODE_TEXT = {
+    "reanchor": "re-anchoring: unbounded sessions, no seam",
+    "rollover": "rollover: unbounded sessions, model context restarts near max_model_len",
+    "capped": "capped: sessions end at the engine's position limit",
+}
+
+
 def run_status(args: argparse.Namespace) -> int:
     try:
         connection = connection_from_args(args)
@@ -84,4 +91,8 @@ def run_status(args: argparse.Namespace) -> int:
           f"{status.get('min_sample_rate_hz')}-{status.get('max_sample_rate_hz')} Hz; "
           f"up to {status.get('max_audio_channel_count')} channel(s)")
     print(f"languages  {', '.join(status.get('languages', [])) or '?'}")
+    if mode := status.get("position_mode"):
+        reason = status.get("position_mode_reason")
+        text = POSITION_MODE_TEXT.get(mode, mode)
+        print(f"positions  {text}" + (f" ({reason})" if reason else ""))
     return 0

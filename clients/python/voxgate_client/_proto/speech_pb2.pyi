@@ -53,6 +53,38 @@ AUDIO_ENCODING_ALAW: AudioEncoding.ValueType  # 3
 """G.711 A-law, one byte per sample."""
 Global___AudioEncoding: _TypeAlias = AudioEncoding  # noqa: Y015
 
+class _PositionMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PositionModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PositionMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    POSITION_MODE_UNSPECIFIED: _PositionMode.ValueType  # 0
+    """The engine has no position clock (e.g. the embedded PocketSphinx engine): no limit to manage."""
+    POSITION_MODE_REANCHOR: _PositionMode.ValueType  # 1
+    """RoPE re-anchoring: the clock is shifted down in place; unbounded, no seam in the model's context."""
+    POSITION_MODE_ROLLOVER: _PositionMode.ValueType  # 2
+    """The session moves to a fresh engine request near the limit (inside a pause when one comes):
+    unbounded, but the model's context restarts at each rollover.
+    """
+    POSITION_MODE_CAPPED: _PositionMode.ValueType  # 3
+    """The session ends at the limit with final results (reserved; voxgate does not use it today)."""
+
+class PositionMode(_PositionMode, metaclass=_PositionModeEnumTypeWrapper):
+    """Engines with a position clock (Voxtral: 80 ms of audio per position, max_model_len positions)."""
+
+POSITION_MODE_UNSPECIFIED: PositionMode.ValueType  # 0
+"""The engine has no position clock (e.g. the embedded PocketSphinx engine): no limit to manage."""
+POSITION_MODE_REANCHOR: PositionMode.ValueType  # 1
+"""RoPE re-anchoring: the clock is shifted down in place; unbounded, no seam in the model's context."""
+POSITION_MODE_ROLLOVER: PositionMode.ValueType  # 2
+"""The session moves to a fresh engine request near the limit (inside a pause when one comes):
+unbounded, but the model's context restarts at each rollover.
+"""
+POSITION_MODE_CAPPED: PositionMode.ValueType  # 3
+"""The session ends at the limit with final results (reserved; voxgate does not use it today)."""
+Global___PositionMode: _TypeAlias = PositionMode  # noqa: Y015
+
 class _SpeechEventType:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -414,7 +446,9 @@ class StreamingRecognizeResponse(_message.Message):
     WARNING_FIELD_NUMBER: _builtins.int
     FLOW_STATUS_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
-    """Per-session, strictly increasing, starting at 1."""
+    """Per-session, strictly increasing, starting at 1. 0 marks a response outside the session's
+    replayable log: the SessionStarted (resumed = true) that opens a resumed stream.
+    """
     @_builtins.property
     def started(self) -> Global___SessionStarted: ...
     @_builtins.property
@@ -521,6 +555,8 @@ class SessionStarted(_message.Message):
     RESUME_TOKEN_FIELD_NUMBER: _builtins.int
     RESUME_WINDOW_FIELD_NUMBER: _builtins.int
     RESUMED_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     max_audio_bytes_per_message: _builtins.int
     """Largest `audio` payload accepted in one request."""
@@ -528,6 +564,10 @@ class SessionStarted(_message.Message):
     """Present this in StreamingConfig.resume_token to continue after a disconnect."""
     resumed: _builtins.bool
     """True when this stream resumed an existing session."""
+    position_mode: Global___PositionMode.ValueType
+    """How the engine keeps this session going past its position limit."""
+    position_mode_reason: _builtins.str
+    """Why not POSITION_MODE_REANCHOR, when re-anchoring is turned off or a start-up guard failed."""
     @_builtins.property
     def effective_config(self) -> Global___StreamingConfig:
         """The config as the server applies it: defaults filled in, limits clamped."""
@@ -553,10 +593,12 @@ class SessionStarted(_message.Message):
         resume_token: _builtins.str = ...,
         resume_window: _duration_pb2.Duration | None = ...,
         resumed: _builtins.bool = ...,
+        position_mode: Global___PositionMode.ValueType = ...,
+        position_mode_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "resume_window", b"resume_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -745,6 +787,8 @@ class GetCapabilitiesResponse(_message.Message):
     MAX_AUDIO_BYTES_PER_MESSAGE_FIELD_NUMBER: _builtins.int
     MAX_SESSIONS_FIELD_NUMBER: _builtins.int
     ACTIVE_SESSIONS_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_FIELD_NUMBER: _builtins.int
+    POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     min_sample_rate_hz: _builtins.int
     max_sample_rate_hz: _builtins.int
     max_audio_channel_count: _builtins.int
@@ -752,6 +796,9 @@ class GetCapabilitiesResponse(_message.Message):
     max_sessions: _builtins.int
     """Current admission state."""
     active_sessions: _builtins.int
+    position_mode: Global___PositionMode.ValueType
+    """How sessions get past the engine's position limit (as SessionStarted reports it per session)."""
+    position_mode_reason: _builtins.str
     @_builtins.property
     def encodings(self) -> _containers.RepeatedScalarFieldContainer[Global___AudioEncoding.ValueType]: ...
     @_builtins.property
@@ -777,10 +824,12 @@ class GetCapabilitiesResponse(_message.Message):
         max_audio_bytes_per_message: _builtins.int = ...,
         max_sessions: _builtins.int = ...,
         active_sessions: _builtins.int = ...,
+        position_mode: Global___PositionMode.ValueType = ...,
+        position_mode_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "max_limits", b"max_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "encodings", b"encodings", "engine", b"engine", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "encodings", b"encodings", "engine", b"engine", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3,6 +3,7 @@
 import type { AudioEncoding as _voxgate_v1_AudioEncoding, AudioEncoding__Output as _voxgate_v1_AudioEncoding__Output } from '../../voxgate/v1/AudioEncoding';
 import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from '../../voxgate/v1/EngineInfo';
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
+import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as _voxgate_v1_PositionMode__Output } from '../../voxgate/v1/PositionMode';
 
 export interface GetCapabilitiesResponse {
   'encodings'?: (_voxgate_v1_AudioEncoding)[];
@@ -15,6 +16,8 @@ export interface GetCapabilitiesResponse {
   'max_audio_bytes_per_message'?: (number);
   'max_sessions'?: (number);
   'active_sessions'?: (number);
+  'position_mode'?: (_voxgate_v1_PositionMode);
+  'position_mode_reason'?: (string);
 }
 
 export interface GetCapabilitiesResponse__Output {
@@ -28,4 +31,6 @@ export interface GetCapabilitiesResponse__Output {
   'max_audio_bytes_per_message': (number);
   'max_sessions': (number);
   'active_sessions': (number);
+  'position_mode': (_voxgate_v1_PositionMode__Output);
+  'position_mode_reason': (string);
 }

@@ -4,6 +4,7 @@ import type { StreamingConfig as _voxgate_v1_StreamingConfig, StreamingConfig__O
 import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from '../../voxgate/v1/EngineInfo';
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
 import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from '../../google/protobuf/Duration';
+import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as _voxgate_v1_PositionMode__Output } from '../../voxgate/v1/PositionMode';
 
 export interface SessionStarted {
   'session_id'?: (string);
@@ -14,6 +15,8 @@ export interface SessionStarted {
   'resume_token'?: (string);
   'resume_window'?: (_google_protobuf_Duration | null);
   'resumed'?: (boolean);
+  'position_mode'?: (_voxgate_v1_PositionMode);
+  'position_mode_reason'?: (string);
 }
 
 export interface SessionStarted__Output {
@@ -25,4 +28,6 @@ export interface SessionStarted__Output {
   'resume_token': (string);
   'resume_window': (_google_protobuf_Duration__Output | null);
   'resumed': (boolean);
+  'position_mode': (_voxgate_v1_PositionMode__Output);
+  'position_mode_reason': (string);
 }

@@ -1,0 +1,1 @@
+"""RoPE re-anchoring of cached attention keys."""

@@ -1,0 +1,20 @@
+"""One re-anchor event as the scheduler hands it to the workers (attached to the SchedulerOutput)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OUTPUT_ATTR = "voxgate_reanchor"  # attribute on vLLM's SchedulerOutput (a plain dataclass, pickled to workers)
+
+
+@dataclass(frozen=True)
+class Shift:
+    req_id: str  # vLLM's request id
+    tag: str  # the front end's request id (for reporting)
+    tokens: int  # D: every live position p becomes p - D
+    blocks: tuple[tuple[int, ...], ...]  # live (non-null) block ids per KV-cache group, after the drop
+    clock: int  # the session's computed tokens after the shift
+
+    def then(self, later: Shift) -> Shift:
+        """Two shifts of one request before the worker ran: rotate once by the sum, over the blocks still live."""
+        return Shift(self.req_id, self.tag, self.tokens + later.tokens, later.blocks, later.clock)

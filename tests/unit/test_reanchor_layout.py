@@ -1,0 +1,260 @@
+"""Key-layout probe: the real vLLM CPU cache-write op (d-major keys behind a misleading shape) and synthetic writers.
+
+The CPU backend's per-layer cache is [num_blocks, H, block_size, 2*head_dim] (logical [B, H, N, C], K and V
+concatenated in C); `do_kv_cache_update` views it as [num_blocks, H, 2*block_size, head_dim], chunks dim 2 into key
+and value halves and calls `cpu_attn_reshape_and_cache`. The writer below repeats that, so the probe sees what the
+engine does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, LayoutError, probe_key_layout
+
+H = 2
+
+
+@pytest.fixture(scope="module")
+def cpu_ops() -> ModuleType:
+    return pytest.importorskip("vllm._custom_ops")  # ~7 s: loads the compiled CPU kernels
+
+
+@pytest.fixture(scope="module")
+def backend_isa() -> Callable[[torch.dtype, int, int], str]:
+    # How the CPU backend picks its ISA for this machine (AMX, NEON, ... or "vec"/"vec16" on plain x86).
+    mod = pytest.importorskip("vllm.v1.attention.backends.cpu_attn")
+    return mod._get_attn_isa
+
+
+def cpu_writer(ops: Any, isa: str) -> KvWriter:
+    def write(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        num_blocks, num_kv_heads, block_size, _ = kv_cache.size()
+        key_cache, value_cache = kv_cache.view(num_blocks, num_kv_heads, block_size * 2, -1).chunk(2, dim=2)
+        ops.cpu_attn_reshape_and_cache(key, value, key_cache, value_cache, slots, isa)
+
+    return write
+
+
+def cpu_shape(block_size: int, head_dim: int) -> Callable[[int], tuple[int, ...]]:
+    return lambda n: (n, H, block_size, 2 * head_dim)
+
+
+def probe_cpu(ops: Any, isa: str, dtype: torch.dtype, block_size: int, head_dim: int, **kw: Any) -> KeyLayout:
+    write = cpu_writer(ops, isa)
+    try:  # the op refuses ISAs it was not built for (neon, rvv, ...) or configurations the ISA lacks
+        write(
+            *_zeros_kv(1, head_dim, dtype),
+            torch.zeros(cpu_shape(block_size, head_dim)(1), dtype=dtype),
+            torch.zeros(1, dtype=torch.int64),
+        )
+    except Exception as exc:  # RuntimeError from TORCH_CHECK, NotImplementedError, ...
+        pytest.skip(f"cpu_attn_reshape_and_cache has no isa={isa} for {dtype} bs={block_size} hd={head_dim}: {exc}")
+    return probe_key_layout(write, cpu_shape(block_size, head_dim), block_size, H, head_dim, dtype, **kw)
+
+
+def _zeros_kv(tokens: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros(tokens, H, head_dim, dtype=dtype), torch.zeros(tokens, H, head_dim, dtype=dtype)
+
+
+def _rand(gen: torch.Generator, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(shape, generator=gen).to(dtype)
+
+
+def check_round_trip(write: KvWriter, layout: KeyLayout, cache: torch.Tensor, dtype: torch.dtype, seed: int) -> None:
+    """Real-op writes read back exactly through key_view, and key_view writes land where the op puts keys."""
+    bs, hd = layout.block_size, layout.head_dim
+    num_slots = cache.shape[layout.block_dim] * bs
+    gen = torch.Generator().manual_seed(seed)
+    slots = torch.randperm(num_slots, generator=gen)[: max(3, num_slots // 3)].to(torch.int64)
+    keys = _rand(gen, (len(slots), H, hd), dtype)
+    values = _rand(gen, (len(slots), H, hd), dtype)
+    pristine = cache.clone()
+
+    write(keys, values, cache, slots)
+    view = layout.key_view(cache)
+    assert view.shape == (cache.shape[layout.block_dim], bs, H, hd)
+    assert view.untyped_storage().data_ptr() == cache.untyped_storage().data_ptr()  # a view, not a copy
+    for i, s in enumerate(slots.tolist()):
+        assert torch.equal(view[s // bs, s % bs], keys[i]), f"slot {s}"
+
+    # Overwrite those keys through the view; the op writing the same keys and values must give the same bytes.
+    new_keys = _rand(gen, (len(slots), H, hd), dtype)
+    for i, s in enumerate(slots.tolist()):
+        view[s // bs, s % bs] = new_keys[i]
+    expected = pristine.clone()
+    write(new_keys, values, expected, slots)
+    assert torch.equal(cache, expected)
+
+
+CPU_ISAS = ["vec", "vec16"]  # the ISAs the x86 CPU backend uses without AMX (block_size % 32 picks vec, else vec16)
+
+
+@pytest.mark.parametrize("isa", CPU_ISAS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("head_dim", [32, 64])
+@pytest.mark.parametrize("block_size", [16, 32, 128])
+def test_cpu_op_layout_is_d_major_keys(
+    cpu_ops: ModuleType, isa: str, dtype: torch.dtype, head_dim: int, block_size: int
+) -> None:
+    layout = probe_cpu(cpu_ops, isa, dtype, block_size, head_dim)
+    page = block_size * 2 * head_dim  # one (block, head) page: keys [hd, bs] then values
+    assert layout.block_dim == 0
+    assert layout.strides == (H * page, 1, page, block_size)  # token stride 1, dim stride block_size: transposed
+    assert layout.offset == 0
+
+    cache = torch.zeros(cpu_shape(block_size, head_dim)(5), dtype=dtype)
+    check_round_trip(cpu_writer(cpu_ops, isa), layout, cache, dtype, seed=block_size + head_dim)
+
+
+@pytest.mark.parametrize("block_size", [16, 32, 128])
+def test_backend_selected_isa_is_verified(
+    backend_isa: Callable[[torch.dtype, int, int], str], cpu_ops: ModuleType, block_size: int
+) -> None:
+    # Whatever the backend picks on this machine must probe to an affine layout that round-trips.
+    isa = backend_isa(torch.bfloat16, block_size, 64)
+    layout = probe_cpu(cpu_ops, isa, torch.bfloat16, block_size, 64)
+    cache = torch.zeros(cpu_shape(block_size, 64)(4), dtype=torch.bfloat16)
+    check_round_trip(cpu_writer(cpu_ops, isa), layout, cache, torch.bfloat16, seed=7)
+
+
+@pytest.mark.parametrize("kind", ["block_slice", "layer_interleaved"])
+def test_cpu_op_non_contiguous_cache_view(cpu_ops: ModuleType, kind: str) -> None:
+    bs, hd, dtype = 32, 64, torch.bfloat16
+    if kind == "block_slice":  # this layer's blocks are a slice of a bigger buffer: storage offset != 0
+        buf = torch.zeros(cpu_shape(bs, hd)(9), dtype=dtype)
+        cache = buf[3:8]
+    else:  # blocks outermost, layers inside (vLLM's BLHNC): block stride spans 3 layers
+        buf = torch.zeros((6, 3, H, bs, 2 * hd), dtype=dtype)
+        cache = buf[:, 1]
+    assert not cache.is_contiguous() or cache.storage_offset() > 0
+    layout = probe_cpu(cpu_ops, "vec", dtype, bs, hd, kv_cache_like=cache)
+    page = bs * 2 * hd
+    assert layout.strides == (cache.stride(0), 1, page, bs)
+    before = buf.clone()
+    check_round_trip(cpu_writer(cpu_ops, "vec"), layout, cache, dtype, seed=3)
+    # Nothing outside this layer's cache moved.
+    outside = torch.ones_like(buf, dtype=torch.bool)
+    (outside[3:8] if kind == "block_slice" else outside[:, 1]).fill_(False)
+    assert torch.equal(buf[outside], before[outside])
+
+
+def test_layout_from_one_layer_serves_another_layers_view(cpu_ops: ModuleType) -> None:
+    bs, hd, dtype = 32, 32, torch.float32
+    buf = torch.zeros((4, 2, H, bs, 2 * hd), dtype=dtype)
+    layout = probe_cpu(cpu_ops, "vec", dtype, bs, hd, kv_cache_like=buf[:, 0])
+    check_round_trip(cpu_writer(cpu_ops, "vec"), layout, buf[:, 1], dtype, seed=11)
+    with pytest.raises(LayoutError, match="stride"):
+        layout.key_view(torch.zeros(cpu_shape(bs, hd)(4), dtype=dtype))  # contiguous: another block stride
+
+
+@pytest.mark.parametrize(("dtype", "block_size"), [(torch.bfloat16, 32), (torch.float32, 32)], ids=["bf16", "fp32"])
+def test_cpu_op_amx_layout_is_not_affine(cpu_ops: ModuleType, dtype: torch.dtype, block_size: int) -> None:
+    # The AMX ISA packs keys in 16-token tiles (and bf16 pairs, VNNI): a real layout no strided view can express.
+    with pytest.raises(LayoutError, match="not affine"):
+        probe_cpu(cpu_ops, "amx", dtype, block_size, 64)
+
+
+# Synthetic writers --------------------------------------------------------------------------------------------
+
+
+def nhd_shape(block_size: int, head_dim: int) -> Callable[[int], tuple[int, ...]]:
+    return lambda n: (2, n, block_size, H, head_dim)  # CUDA flash-attn: K/V outermost, blocks second
+
+
+def nhd_writer(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+    _, _, _, heads, head_dim = kv_cache.shape
+    kv_cache[0].view(-1, heads, head_dim)[slots] = key
+    kv_cache[1].view(-1, heads, head_dim)[slots] = value
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_token_major_flash_layout_finds_block_dim_1(dtype: torch.dtype) -> None:
+    bs, hd = 16, 64  # 4096 key elements: two base-256 passes
+    layout = probe_key_layout(nhd_writer, nhd_shape(bs, hd), bs, H, hd, dtype)
+    assert layout.block_dim == 1
+    assert layout.strides == (bs * H * hd, H * hd, hd, 1)
+    assert layout.offset == 0
+    # Probed on a 2-block contiguous tensor; the K/V dim's stride does not matter (keys all at index 0).
+    check_round_trip(nhd_writer, layout, torch.zeros(nhd_shape(bs, hd)(6), dtype=dtype), dtype, seed=5)
+
+    real = torch.zeros(nhd_shape(bs, hd)(6), dtype=dtype)
+    like = probe_key_layout(nhd_writer, nhd_shape(bs, hd), bs, H, hd, dtype, kv_cache_like=real)
+    assert like.strides == layout.strides and like.block_dim == 1
+    check_round_trip(nhd_writer, like, real, dtype, seed=6)
+
+
+def test_single_pass_suffices_for_small_caches() -> None:
+    calls = []
+
+    def counting(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        calls.append(1)
+        nhd_writer(key, value, kv_cache, slots)
+
+    bs, hd = 4, 16  # 2*4*2*16 = 256 elements: exactly one base-256 digit
+    probe_key_layout(counting, nhd_shape(bs, hd), bs, H, hd, torch.bfloat16)
+    assert len(calls) == 1
+    probe_key_layout(counting, nhd_shape(bs, hd + 1), bs, H, hd + 1, torch.bfloat16)
+    assert len(calls) == 3
+
+
+def test_token_permutation_within_block_is_rejected() -> None:
+    bs, hd = 16, 32
+    gen = torch.Generator().manual_seed(0)
+    perm = torch.randperm(bs, generator=gen)
+    while torch.equal(perm, torch.arange(bs)):
+        perm = torch.randperm(bs, generator=gen)
+
+    def permuted(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        nhd_writer(key, value, kv_cache, slots // bs * bs + perm[slots % bs])
+
+    with pytest.raises(LayoutError, match="not affine|negative"):
+        probe_key_layout(permuted, nhd_shape(bs, hd), bs, H, hd, torch.bfloat16)
+
+
+def test_dropped_key_element_is_rejected() -> None:
+    def dropping(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        nhd_writer(key, value, kv_cache, slots)
+        kv_cache[0, 1, 3, 1, 7] = 0  # one key element never reaches the cache
+
+    with pytest.raises(LayoutError, match="missing"):
+        probe_key_layout(dropping, nhd_shape(16, 32), 16, H, 32, torch.float32)
+
+
+def test_duplicated_key_element_is_rejected() -> None:
+    def duplicating(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        nhd_writer(key, value, kv_cache, slots)
+        kv_cache[1, 0, 0, 0, 0] = kv_cache[0, 0, 0, 0, 0]  # a key element also copied into the value half
+
+    with pytest.raises(LayoutError, match="duplicated"):
+        probe_key_layout(duplicating, nhd_shape(16, 32), 16, H, 32, torch.float32)
+
+
+def test_transformed_keys_are_rejected() -> None:
+    def scaling(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        nhd_writer(key * 0.5, value, kv_cache, slots)  # like a k_scale applied on write
+
+    with pytest.raises(LayoutError, match="altered"):
+        probe_key_layout(scaling, nhd_shape(16, 32), 16, H, 32, torch.float32)
+
+
+def test_blocks_spread_over_two_dims_are_rejected() -> None:
+    def split(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        # Block 1 goes to the other half of dim 0, so two tensor dims change between blocks.
+        kv_cache[slots // 16, slots // 16, slots % 16] = key
+        kv_cache[1 - slots // 16, slots // 16, slots % 16] = value
+
+    with pytest.raises(LayoutError, match="exactly one block dimension"):
+        probe_key_layout(split, nhd_shape(16, 32), 16, H, 32, torch.float32)
+
+
+def test_kv_cache_like_with_other_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not match"):
+        probe_key_layout(
+            nhd_writer, nhd_shape(16, 32), 16, H, 32, torch.float32, kv_cache_like=torch.zeros(2, 5, 16, H + 1, 32)
+        )
