@@ -33,7 +33,15 @@ REQUIRED: tuple[tuple[str, str, str], ...] = (
     ("vllm.v1.request", "Request", "num_prompt_tokens"),
     ("vllm.v1.request", "Request", "num_in_flight_tokens"),
     ("vllm.v1.request", "Request", "num_stale_output_tokens"),
+    ("vllm.v1.request", "Request", "block_hashes"),
+    ("vllm.v1.request", "Request", "mm_features"),
+    ("vllm.v1.core.block_pool", "BlockPool", "free_blocks"),
+    ("vllm.v1.core.block_pool", "BlockPool", "null_block"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_update_states"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "kv_cache_config"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "requests"),
+    ("vllm.model_executor.layers.attention.attention", "Attention", "kv_cache"),
+    ("vllm.model_executor.layers.rotary_embedding.base", "RotaryEmbedding", "cos_sin_cache"),
     ("vllm.model_executor.models.voxtral_realtime", "VoxtralRealtimeBuffer", "__init__"),
     ("vllm.model_executor.models.whisper_causal", "WhisperCausalAttentionWithBlockPooling", "block_pool_size"),
 )
@@ -52,10 +60,7 @@ def missing_attributes(required: Iterable[tuple[str, str, str]] = REQUIRED) -> l
             continue
         if hasattr(cls, attr):
             continue
-        try:
-            source = inspect.getsource(cls)
-        except (OSError, TypeError):
-            source = ""
+        source = "".join(_source(base) for base in cls.__mro__ if base.__module__.startswith("vllm"))
         if f"self.{attr} " not in source and f"self.{attr}:" not in source and f"self.{attr}=" not in source:
             missing.append(f"{module_name}.{class_name}.{attr}")
     return missing
@@ -75,3 +80,10 @@ def config_problems(options: Any, vllm_version: str, pinned: str) -> list[str]:
     if missing := missing_attributes():
         problems.append("vLLM lacks what the extension relies on: " + ", ".join(missing))
     return problems
+
+
+def _source(cls: type) -> str:
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        return ""

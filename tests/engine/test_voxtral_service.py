@@ -115,19 +115,19 @@ def test_four_desynchronized_sessions_keep_up_and_match_a_lone_run(voxtral_serve
 
 
 def test_a_session_past_max_model_len_reanchors_and_loses_nothing(voxtral_server: ServerProcess) -> None:
-    audio = (clip() + silence(1.0)) * 9  # ~121 s: six times what max_model_len holds
+    audio = (clip() + silence(1.0)) * 9  # ~62 s: three times what max_model_len holds
     responses = recognize(voxtral_server.stub(), [config_request(), *audio_requests(audio, 3200)], timeout=300)
     assert responses[0].started.position_mode == pb.POSITION_MODE_REANCHOR
     assert responses[0].started.position_mode_reason == ""
     warnings = [r.warning.code for r in responses if r.HasField("warning")]
-    assert warnings.count("ENGINE_REANCHOR") >= 5 and "ENGINE_ROLLOVER" not in warnings
+    assert warnings.count("ENGINE_REANCHOR") >= 4 and "ENGINE_ROLLOVER" not in warnings
     counters = engine_counters(voxtral_server)
-    assert counters["reanchor_active"] == 1 and counters["reanchors"] >= 5
+    assert counters["reanchor_active"] == 1 and counters["reanchors"] >= 4
     ended = responses[-1].ended
     assert ended.reason == pb.SESSION_END_REASON_CLIENT_END
     assert ended.audio_duration.ToMilliseconds() == pytest.approx(len(audio) // 32, abs=80)
     ends = [r.end_offset.ToMilliseconds() for r in finals(responses)]
-    assert ends == sorted(ends) and ends[-1] > 100_000, "transcript continues past every re-anchor"
+    assert ends == sorted(ends) and ends[-1] > 55_000, "transcript continues past every re-anchor"
 
 
 def test_a_disconnect_leaves_no_engine_request_behind(voxtral_server: ServerProcess) -> None:
@@ -169,7 +169,7 @@ def test_transcribe_json_shows_the_position_mode_and_each_reanchor(voxtral_serve
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(16000)
-        w.writeframes((clip() + silence(1.0)) * 3)  # ~40 s: at least one re-anchor
+        w.writeframes((clip() + silence(1.0)) * 5)  # ~35 s: at least one re-anchor
     out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", voxtral_server.target, "--no-pace",
                           "--json", str(path)], capture_output=True, text=True, timeout=300, check=True).stdout
     lines = [json.loads(line) for line in out.splitlines()]
