@@ -33,6 +33,7 @@ log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
 FAILED_CHECKS_BEFORE_RESTART = 3
 STALE_STUB_GRACE_S = 1.0
+EXIT_POLL_S = 0.05
 
 
 class SidecarStartError(RuntimeError):
@@ -102,9 +103,15 @@ class SidecarSupervisor:
             raise SidecarStartError(f"sidecar exited with {self._proc.returncode} before it was ready")
         self._keep(self._drain_stdout(self._proc.stdout))
         check_private_socket(self._socket)
-        self._channel = grpc.aio.insecure_channel(f"unix:{self._socket}")
+        self._channel = _engine_channel(self._socket)
         self.stub = engine_pb2_grpc.EngineStub(self._channel)
-        self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+        try:
+            self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+        except grpc.RpcError:
+            # A sidecar that does not answer is no use: never leave it (and its vLLM engine) running.
+            self._proc.kill()
+            await self._close_channel()
+            raise
         log.info("sidecar_ready", pid=self._proc.pid, engine=self.status.engine, model=self.status.model)
         self._set_ready(True)
 
@@ -146,7 +153,7 @@ class SidecarSupervisor:
     async def _supervise(self) -> None:
         while not self._stopping:
             assert self._proc is not None
-            exited = asyncio.ensure_future(self._proc.wait())
+            exited = asyncio.ensure_future(_exit_code(self._proc))
             checks = asyncio.ensure_future(self._health_checks())
             await asyncio.wait({exited, checks}, return_when=asyncio.FIRST_COMPLETED)
             checks.cancel()
@@ -186,7 +193,7 @@ class SidecarSupervisor:
     async def _attach(self) -> None:
         waiting_logged = False
         while not self._stopping:
-            channel = grpc.aio.insecure_channel(f"unix:{self._socket}")
+            channel = _engine_channel(self._socket)
             stub = engine_pb2_grpc.EngineStub(channel)
             try:
                 self.status = await stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
@@ -255,6 +262,20 @@ class SidecarSupervisor:
         if self._own_dir is not None:
             with contextlib.suppress(OSError):
                 self._own_dir.rmdir()
+
+
+def _engine_channel(socket: Path) -> grpc.aio.Channel:
+    # A private subchannel pool: otherwise every channel to this socket path shares one connection and its
+    # reconnect backoff, and a restarted sidecar is refused because the dead one's backoff is still running.
+    return grpc.aio.insecure_channel(f"unix:{socket}", options=[("grpc.use_local_subchannel_pool", 1)])
+
+
+async def _exit_code(proc: asyncio.subprocess.Process) -> int:
+    """The exit code as soon as the process is gone. Process.wait() also waits for its pipes to close, and the
+    vLLM processes it started may hold its stdout for seconds after it died."""
+    while proc.returncode is None:  # noqa: ASYNC110  (no event but wait(), which also waits for the pipes)
+        await asyncio.sleep(EXIT_POLL_S)
+    return proc.returncode
 
 
 def check_private_socket(path: Path) -> None:

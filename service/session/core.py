@@ -45,6 +45,7 @@ ENGINE_OPEN_TIMEOUT_S = 30.0
 WATCH_INTERVAL_S = 0.1
 HALF_CLOSE_GRACE_S = 0.02  # end of the request stream → half-close, unless the RPC is cancelled meanwhile
 CLOSING_RESETS = 2  # engine resets tried when the final-flush deadline passes with speech unanswered
+RECOVERY_RETRY_S = 0.5  # between attempts to reopen a session on a restarting engine
 
 
 class EngineSource(Protocol):
@@ -304,15 +305,25 @@ class Session:
         self.log.append(Notice("ENGINE_RESET" if frozen else "ENGINE_RESTARTED",
                                f"{what}; the current utterance was closed and audio since then is replayed"))
         base = self._replay[0].start_ms if self._replay else self._written_ms
-        try:
-            # A frozen session's sidecar is alive: its stub is not stale, do not wait for it to go down.
-            self._link = await self._open_link(base, self._server.engine_recovery_timeout_s,
-                                               failed=None if frozen else self._link)
-        except (errors.StreamError, EngineLost) as exc:
-            self._fail(EndReason.ENGINE_LOST, errors.unavailable(
-                errors.ENGINE_UNAVAILABLE, f"the speech engine was lost mid-session: {exc}",
-                self._server.retry_delay_s), "the speech engine stopped; reconnect to continue")
-            return False
+        # A frozen session's sidecar is alive: its stub is not stale, do not wait for it to go down.
+        failed = None if frozen else self._link
+        deadline = self._clock.monotonic() + self._server.engine_recovery_timeout_s
+        attempts = int(self._server.engine_recovery_timeout_s / RECOVERY_RETRY_S) + 1
+        while True:
+            try:
+                self._link = await self._open_link(base, max(deadline - self._clock.monotonic(), 0.0), failed)
+                break
+            except (errors.StreamError, EngineLost) as exc:
+                attempts -= 1
+                if attempts <= 0 or self._clock.monotonic() >= deadline:
+                    self._fail(EndReason.ENGINE_LOST, errors.unavailable(
+                        errors.ENGINE_UNAVAILABLE, f"the speech engine was lost mid-session: {exc}",
+                        self._server.retry_delay_s), "the speech engine stopped; reconnect to continue")
+                    return False
+                # The sidecar may be dead but not yet noticed (its stub still looks ready), or restarting:
+                # keep trying until the recovery deadline rather than give up on the first refusal.
+                log.info("engine_reopen_retry", error=str(exc))
+                await asyncio.sleep(RECOVERY_RETRY_S)
         # The writer replays it first, under the freeze watch: a fresh engine session may stall too.
         self._resend = list(self._replay)
         if self._close_deadline is not None:  # the fresh engine gets the whole flush timeout
@@ -471,6 +482,8 @@ class Session:
                     log.info("resume_window_passed")
                     await self.finish_input(EndReason.CLIENT_GONE)
                 continue
+            if self._consumer is not None and not self._reading and self._queue.full():
+                self._last_activity = now  # we hold the client back (flow control): it is not idle
             idle = now - self._last_activity
             timeout = self.cfg.idle_timeout_s
             if idle > timeout:

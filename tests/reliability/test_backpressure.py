@@ -81,28 +81,40 @@ def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: Server
 
 def test_a_client_that_stops_reading_costs_bounded_memory(slow_engine: ServerProcess,
                                                          fake_server: ServerProcess) -> None:
-    audio = pattern(20)
+    # The client talks in real time for 34 s and reads nothing for the first 30 s: audio and results
+    # keep coming while it is not reading, and it still has 4 s to say when it starts reading again.
+    audio = pattern(34)
+    pause_s = 30.0
     sent = threading.Event()
 
     def requests() -> Iterator[pb.StreamingRecognizeRequest]:
         yield config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=50))
-        for i in range(0, len(audio), CHUNK):
-            time.sleep(0.02)
+        start = time.monotonic()
+        for n, i in enumerate(range(0, len(audio), CHUNK)):
+            time.sleep(max(0.0, start + n * 0.1 - time.monotonic()))  # 100 ms of audio every 100 ms
             yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
         sent.set()
 
     before = rss_bytes(slow_engine.proc.pid)
-    call = slow_engine.stub().StreamingRecognize(requests(), timeout=120)
+    call = slow_engine.stub().StreamingRecognize(requests(), timeout=180)
     peak = before
-    for _ in range(100):  # do not read for ~10 s while audio and results keep coming
+    paused_at = time.monotonic()
+    while time.monotonic() - paused_at < pause_s:  # do not read while audio and results keep coming
         time.sleep(0.1)
         peak = max(peak, rss_bytes(slow_engine.proc.pid))
-    responses = list(call)
+    reading_at = time.monotonic()
+    received = [(time.monotonic(), r) for r in call]
+    responses = [r for _, r in received]
     assert sent.is_set()
-    print(f"\nslow reader: 10 s unread; service RSS +{(peak - before) / MIB:.1f} MiB; {len(responses)} responses "
-          "after coalescing")
+    live_after = [t for t, r in received if r.HasField("result") and r.result.is_final and t > reading_at + 1.0]
+    print(f"\nslow reader: {reading_at - paused_at:.1f} s unread while talking; service RSS "
+          f"+{(peak - before) / MIB:.1f} MiB; {len(responses)} responses after coalescing; "
+          f"{len(live_after)} finals arrived live after reading resumed")
     assert peak - before < 64 * MIB
     assert final_words(responses) == reference_words(fake_server, audio), "the session carried on"
+    assert live_after, "the session carried on live once the client read again, not just its backlog"
+    assert responses[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    assert responses[-1].ended.audio_duration.ToSeconds() == 34
     interims = [r for r in responses if r.HasField("result") and not r.result.is_final]
     for r in interims:
         assert r.result.text.endswith(r.result.delta), "coalesced interims keep their whole delta"
