@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -186,6 +187,35 @@ def paced(requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request:
         if delay > 0:
             time.sleep(delay)
         yield req
+
+
+@dataclass
+class BackgroundStream:
+    """A paced session streaming in a thread; `in_session` is set once it has a result."""
+
+    thread: threading.Thread
+    got: list[pb.StreamingRecognizeResponse]
+    in_session: threading.Event
+
+
+def stream_in_background(server: ServerProcess, seconds: float, seconds_per_request: float,
+                         timeout: float = 60) -> BackgroundStream:
+    got: list[pb.StreamingRecognizeResponse] = []
+    in_session = threading.Event()
+
+    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request()
+        yield from paced(audio_requests(voiced(seconds), 3200), seconds_per_request)
+
+    def run() -> None:
+        for r in server.stub().StreamingRecognize(requests(), timeout=timeout):
+            got.append(r)
+            if r.HasField("result"):
+                in_session.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return BackgroundStream(thread, got, in_session)
 
 
 def rss_bytes(pid: int) -> int:

@@ -7,9 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -25,6 +22,7 @@ from tests.helpers import (
     final_text,
     recognize,
     start_server,
+    stream_in_background,
     voiced,
 )
 from voxgate_client._proto import speech_pb2 as pb
@@ -68,24 +66,9 @@ def test_the_service_attaches_to_an_external_sidecar_and_outlives_it(tmp_path: P
         assert final_text(before)
 
         # A live session while the sidecar container is killed and restarted by its supervisor.
-        got: list[pb.StreamingRecognizeResponse] = []
-        in_session = threading.Event()
-
-        def paced() -> Iterator[pb.StreamingRecognizeRequest]:
-            yield config_request()
-            for req in audio_requests(voiced(4.0), 3200):
-                time.sleep(0.05)
-                yield req
-
-        def run() -> None:
-            for r in server.stub().StreamingRecognize(paced(), timeout=60):
-                got.append(r)
-                if r.HasField("result"):
-                    in_session.set()
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        assert in_session.wait(30)
+        live = stream_in_background(server, 4.0, 0.05)
+        got, thread = live.got, live.thread
+        assert live.in_session.wait(30)
         stop(sidecar, signal.SIGKILL)
         server.wait_health(serving=False, timeout_s=10)
         assert server.health("") == SERVING, "liveness stays SERVING: only readiness follows the engine"

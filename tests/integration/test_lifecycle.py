@@ -7,9 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -25,6 +22,7 @@ from tests.helpers import (
     final_text,
     recognize,
     start_server,
+    stream_in_background,
     voiced,
 )
 from voxgate_client._proto import speech_pb2 as pb
@@ -143,24 +141,9 @@ def test_a_session_ends_engine_lost_when_the_engine_stays_down(tmp_path: Path) -
 
 def test_sigterm_drains_an_active_session(tmp_path: Path) -> None:
     server = start_server(tmp_path, engine="fake")
-    got: list[pb.StreamingRecognizeResponse] = []
-    in_session = threading.Event()
-
-    def endless() -> Iterator[pb.StreamingRecognizeRequest]:
-        yield config_request()
-        for req in audio_requests(voiced(60.0), 3200):
-            time.sleep(0.1)
-            yield req
-
-    def run() -> None:
-        for r in server.stub().StreamingRecognize(endless(), timeout=60):
-            got.append(r)
-            if r.HasField("result"):
-                in_session.set()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert in_session.wait(30)
+    live = stream_in_background(server, 60.0, 0.1)
+    got, thread = live.got, live.thread
+    assert live.in_session.wait(30)
     server.proc.send_signal(signal.SIGTERM)
     thread.join(30)
     assert not thread.is_alive()
