@@ -44,6 +44,8 @@ class Config:
     final_flush_timeout_s: float = 10.0
     drain_grace_s: float = 10.0
     resume_window_s: float = 30.0
+    keepalive_time_s: float = 20.0
+    keepalive_timeout_s: float = 10.0
     engine_recovery_timeout_s: float = 60.0
     freeze_timeout_s: float = 15.0
     max_replay_ms: int = 30000
@@ -84,6 +86,10 @@ HELP = {
     "final_flush_timeout_s": "how long the engine may take to deliver finals at the end",
     "drain_grace_s": "on SIGTERM, how long sessions get to finish",
     "resume_window_s": "how long a disconnected session waits for its client to resume it",
+    "keepalive_time_s": "seconds between HTTP/2 pings to each client: a connection that died silently (NAT, "
+                        "proxy) is closed after this + --keepalive-timeout-s and its session waits for a resume "
+                        "(0: off)",
+    "keepalive_timeout_s": "how long a ping may go unanswered before the connection is taken for dead",
     "engine_recovery_timeout_s": "how long a live session waits for a restarted engine before it ends",
     "freeze_timeout_s": "speech sent but no engine output for this long: the engine session is reset",
     "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",

@@ -25,6 +25,24 @@ from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("server")
 TRANSPORT_WINDOW_BYTES = 65536  # ~2 s of 16 kHz audio per stream; larger messages still arrive, in parts
+# Clients may ping this often (the Python client pings every 20 s); gRPC's default, 5 min, answers
+# a client's keepalive on a quiet stream with GOAWAY, which would cut live sessions.
+CLIENT_MIN_PING_INTERVAL_MS = 10_000
+
+
+def keepalive_options(c: Config) -> list[tuple[str, int]]:
+    """HTTP/2 keepalive: notice a client connection that died without a FIN/RST (NAT timeout, a proxy
+    gone), so its session is detached and can be resumed on a new connection."""
+    options = [("grpc.http2.min_ping_interval_without_data_ms", CLIENT_MIN_PING_INTERVAL_MS)]
+    if c.keepalive_time_s > 0:
+        options += [
+            ("grpc.keepalive_time_ms", round(c.keepalive_time_s * 1000)),
+            ("grpc.keepalive_timeout_ms", round(c.keepalive_timeout_s * 1000)),
+            ("grpc.http2.ping_timeout_ms", round(c.keepalive_timeout_s * 1000)),  # what times a ping out
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),  # keep pinging while a session is silent
+        ]
+    return options
 SPEECH_SERVICE = speech_pb2.DESCRIPTOR.services_by_name["Speech"].full_name
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -60,6 +78,7 @@ class Server:
             # transport; beyond it HTTP/2 flow control holds the client.
             ("grpc.http2.bdp_probe", 0),
             ("grpc.http2.lookahead_bytes", TRANSPORT_WINDOW_BYTES),
+            *keepalive_options(c),
         ])
         speech_pb2_grpc.add_SpeechServicer_to_server(self._speech, self._grpc)
         compat_services = compat.register(self._grpc, self._speech, c)  # Riva and Google STT, same sessions

@@ -128,6 +128,21 @@ def recognize(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingR
     return list(stub.StreamingRecognize(iter(requests), timeout=timeout))
 
 
+def resume_stream(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],
+           metadata: tuple[tuple[str, str], ...] = (), wait_s: float = 10) -> list[pb.StreamingRecognizeResponse]:
+    """Run a resuming stream to its end. The server may not have seen the old stream go yet (a cancel
+    reaches it a moment later): SESSION_ATTACHED is retried, as the Python client does, until wait_s."""
+    requests = list(requests)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return list(stub.StreamingRecognize(iter(requests), metadata=metadata, timeout=120))
+        except grpc.RpcError as exc:
+            if error_reason(exc)[1] != "SESSION_ATTACHED" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def error_reason(err: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, str]]:
     """Status code, ErrorInfo.reason and metadata from a failed call's rich status."""
     reason, meta = "", {}

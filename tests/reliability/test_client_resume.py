@@ -6,11 +6,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.helpers import ServerProcess
+from tests.helpers import ServerProcess, start_server
 from tests.reliability.streams import speech_pattern
 from voxgate_client import FINALIZE, AudioItem, ResumePolicy, SpeechClient, StreamConfig, chunks
 from voxgate_client._proto import speech_pb2 as pb
@@ -20,7 +21,8 @@ POLICY = ResumePolicy(backoff_s=0.05, flow_status_interval_ms=100)
 
 
 class Proxy:
-    """A TCP relay whose connections the test can cut at will (both directions, like a network drop)."""
+    """A TCP relay whose connections the test can cut at will: both ways (a network drop), or on the
+    client's side only (the server hears nothing: a NAT or a proxy in between lost the connection)."""
 
     def __init__(self, target: str) -> None:
         host, port = target.rsplit(":", 1)
@@ -28,7 +30,8 @@ class Proxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []  # (client side, server side)
+        self._silent: list[socket.socket] = []  # server sides left open and unread by abandon()
         self.accepted = 0
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -46,43 +49,57 @@ class Proxy:
             upstream = socket.create_connection(self._target)
             with self._lock:
                 self.accepted += 1
-                self._sockets += [client, upstream]
+                self._pairs.append((client, upstream))
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
         except OSError:
             pass
+        with self._lock:
+            silent = list(self._silent)
         for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            if s not in silent:
+                _shut(s)
 
     def cut(self) -> None:
         """Drop every live connection."""
         with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+            pairs, self._pairs = self._pairs, []
+        for client, upstream in pairs:
+            _shut(client, close=True)
+            _shut(upstream, close=True)
+
+    def abandon(self) -> None:
+        """Drop every live connection on the client's side only: the server gets no FIN, no RST and no
+        answer to its pings; only its keepalive can tell the connection is dead."""
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+            self._silent += [upstream for _, upstream in pairs]
+        for client, _ in pairs:
+            _shut(client, close=True)
 
     def close(self) -> None:
         """Stop listening (connections are refused from now on) and drop every live connection."""
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
-        except OSError:
-            pass
-        self._listener.close()
+        _shut(self._listener, close=True)  # shutdown wakes the blocked accept(); close() alone does not
         self._thread.join(5)
         self.cut()
+        with self._lock:
+            silent, self._silent = self._silent, []
+        for s in silent:
+            _shut(s, close=True)
+
+
+def _shut(s: socket.socket, close: bool = False) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    if close:
+        s.close()
 
 
 @pytest.fixture
@@ -138,6 +155,37 @@ def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy
     assert len(resumed) == 2, "the same session was resumed twice (not restarted)"
 
 
+def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_path: Path) -> None:
+    # The server's keepalive (1 s + 1 s here; 20 s + 10 s by default) is what tells it the first
+    # connection is gone; until then it refuses the resume with SESSION_ATTACHED and the client retries.
+    server = start_server(tmp_path, "--keepalive-time-s", "1", "--keepalive-timeout-s", "1", engine="fake")
+    proxy = Proxy(server.target)
+    try:
+        with SpeechClient(proxy.target) as client:
+            reference = list(client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60))
+            got: list[pb.StreamingRecognizeResponse] = []
+            abandoned_at = recovered_after = 0.0
+            for response in client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60):
+                got.append(response)
+                if abandoned_at and not recovered_after:
+                    recovered_after = time.monotonic() - abandoned_at
+                if not abandoned_at and len(summary(got)) == 1:
+                    abandoned_at = time.monotonic()
+                    proxy.abandon()
+    finally:
+        proxy.close()
+        log = server.log()
+        server.stop()
+    print(f"\nsilent drop → first response of the resumed stream: {recovered_after:.2f}s")
+    assert summary(got) == summary(reference), "the same transcript as an uninterrupted run"
+    assert got[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    assert got[-1].ended.audio_duration == reference[-1].ended.audio_duration, "no audio lost or doubled"
+    session = got[0].started.session_id
+    assert sum("session_resumed" in line and session in line for line in log.splitlines()) == 1
+    assert "SESSION_ATTACHED" in log, "the first resume came before the server noticed the dead connection"
+    assert 1.0 < recovered_after < 10.0, "resumed once the server's keepalive gave up on the old connection"
+
+
 def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy) -> None:
     policy = ResumePolicy(max_attempts=3, backoff_s=0.05, flow_status_interval_ms=100)
     got: list[pb.StreamingRecognizeResponse] = []
@@ -171,3 +219,5 @@ def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Proxy) -> N
 def test_resume_policy_validates() -> None:
     with pytest.raises(ValueError):
         ResumePolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="attached_wait_s"):
+        ResumePolicy(attached_wait_s=-1)

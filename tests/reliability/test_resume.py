@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from tests.helpers import ServerProcess, config_request, error_reason, recognize, silence, voiced
+from tests.helpers import ServerProcess, config_request, error_reason, recognize, resume_stream, silence, voiced
 from voxgate_client._proto import speech_pb2 as pb
 
 CHUNK = 3200  # 100 ms
@@ -59,10 +59,10 @@ def test_resume_continues_the_same_session_without_loss_or_duplicates(fake_serve
     last_seq = first[-1].seq
 
     # Second connection: resume, resend from the acknowledged offset.
-    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+    resume_request = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
         resume_token=started.resume_token, resume_last_seq=last_seq, resume_audio_bytes=acked_bytes))
     rest = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(acked_bytes, len(audio), CHUNK)]
-    second = recognize(fake_server.stub(), [resume, *rest])
+    second = resume_stream(fake_server.stub(), [resume_request, *rest])
 
     # The resumed stream opens with the session's SessionStarted again, resumed and outside the log (seq 0).
     assert second[0].HasField("started") and second[0].seq == 0 and second[0].started.resumed
@@ -127,9 +127,9 @@ def test_a_vanished_client_is_never_taken_for_a_half_close(fake_server: ServerPr
                 break
         call.cancel()
         gate.set()
-        resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+        resume_request = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
             resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=6400))
-        rest = recognize(fake_server.stub(), [resume, pb.StreamingRecognizeRequest(audio=voiced(0.3))])
+        rest = resume_stream(fake_server.stub(), [resume_request, pb.StreamingRecognizeRequest(audio=voiced(0.3))])
         assert rest[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
         assert rest[-1].ended.audio_duration.ToMilliseconds() == 500, "the session went on after the resume"
 
@@ -160,9 +160,9 @@ def test_a_resent_finalize_from_before_the_resume_point_is_not_applied_twice(fak
     call.cancel()
     gate.set()
     # The client knows only that `a` was acknowledged: it resends from there, finalize included.
-    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+    resume_request = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
         resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=len(a)))
-    rest = recognize(fake_server.stub(), [resume, finalize, audio(b), audio(c)])
+    rest = resume_stream(fake_server.stub(), [resume_request, finalize, audio(b), audio(c)])
     results = final_results(got) + final_results(rest)
     assert [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in results] == \
         [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in reference]
@@ -181,11 +181,11 @@ def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) 
     gate.set()
     token = started.started.resume_token
     with pytest.raises(grpc.RpcError) as info:
-        recognize(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+        resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
             resume_token=token, resume_last_seq=started.seq + 5))])
     code, reason, meta = error_reason(info.value)
     assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG",
                                                  "config.resume_last_seq")
-    ok = recognize(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+    ok = resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
         resume_token=token, resume_last_seq=started.seq))])  # the session is still there to resume
     assert ok[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END

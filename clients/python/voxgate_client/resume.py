@@ -8,7 +8,10 @@ mid-stream (UNAVAILABLE, before the session's `ended`), the client reconnects
 with bounded, backed-off retries, presents the token, the last seq and the
 offset it resends from, and resends the buffered audio; the server skips what
 it already has and sends again the responses after that seq. Results are
-de-duplicated by result id, so a caller never sees a final result twice.
+de-duplicated by result id, so a caller never sees a final result twice. A
+server that still holds the session for the old connection (it has not seen
+that one die yet) refuses with SESSION_ATTACHED: that is retried too, for up to
+`ResumePolicy.attached_wait_s`.
 
 When the server ends the session with SessionEnded{DRAINING} (it is shutting
 down gracefully) while there is still audio to send, the session cannot be
@@ -52,6 +55,7 @@ from .config import (
 )
 from .encodings import bytes_per_sample
 from .pacing import Pacer
+from .responses import error_details
 
 __all__ = ["ResumePolicy", "resuming_stream"]
 
@@ -59,8 +63,10 @@ Response = speech_pb2.StreamingRecognizeResponse
 Request = speech_pb2.StreamingRecognizeRequest
 Metadata = Sequence[tuple[str, str | bytes]]
 
-# Only a transport failure is resumed; a status the server chose (with an ErrorInfo) is final.
+# Only a transport failure is resumed; a status the server chose (with an ErrorInfo) is final,
+# but for SESSION_ATTACHED on a resume: the server has not yet seen the old connection go.
 RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
+STILL_ATTACHED = "SESSION_ATTACHED"
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,11 @@ class ResumePolicy:
       instance) and continue there; opening it is retried on UNAVAILABLE like a
       reconnect (a balancer may first pick the draining instance, which refuses
       with DRAINING). False: the stream ends with the drained session.
+    attached_wait_s: how long a resume refused with SESSION_ATTACHED is retried
+      (backed off like a reconnect, not counted in max_attempts). The server
+      holds the session for the old connection until it sees that one go: at
+      once for a reset connection, after its keepalive fails (20 s + 10 s by
+      default) for one that died silently.
     """
 
     max_attempts: int = 5
@@ -87,6 +98,7 @@ class ResumePolicy:
     max_unacked_bytes: int = 4 * 1024 * 1024
     flow_status_interval_ms: int = 200
     reconnect_on_drain: bool = True
+    attached_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or self.backoff_s < 0 or self.max_unacked_bytes <= 0:
@@ -95,6 +107,8 @@ class ResumePolicy:
             )
         if self.flow_status_interval_ms <= 0:
             raise ValueError("flow_status_interval_ms must be positive")
+        if self.attached_wait_s < 0:
+            raise ValueError("attached_wait_s must be >= 0")
 
 
 @dataclass
@@ -322,6 +336,8 @@ def resuming_stream(
     token, last_seq = "", 0  # of the current session
     finalized: set[str] = set()
     failures = 0
+    attached_since: float | None = None  # the first SESSION_ATTACHED refusal of this reconnect
+    attached_tries = 0
     reopening = False  # opening a session that replaces a drained one
     request = _first_config(config, policy.flow_status_interval_ms)
     while True:
@@ -335,7 +351,7 @@ def resuming_stream(
         processed = 0  # audio bytes the session says it processed, when it ended
         try:
             for response in call:
-                failures = 0
+                failures, attached_since, attached_tries = 0, None, 0
                 if response.seq and response.seq <= last_seq:
                     continue  # already delivered before the reconnect
                 last_seq = max(last_seq, response.seq)
@@ -361,12 +377,22 @@ def resuming_stream(
             if outbox.failure is not None:
                 raise outbox.failure from e
             code = e.code()
-            if ended or not (token or reopening) or code not in RESUMABLE:
+            if ended or not (token or reopening):
                 raise
-            failures += 1
-            if failures > policy.max_attempts:
+            if token and error_details(e).get("reason") == STILL_ATTACHED:
+                now = time.monotonic()
+                attached_since = now if attached_since is None else attached_since
+                if now - attached_since > policy.attached_wait_s:
+                    raise
+                attached_tries += 1
+                delay = min(policy.backoff_s * 2 ** (attached_tries - 1), policy.max_backoff_s)
+            elif code in RESUMABLE:
+                failures += 1
+                if failures > policy.max_attempts:
+                    raise
+                delay = min(policy.backoff_s * 2 ** (failures - 1), policy.max_backoff_s)
+            else:
                 raise
-            delay = min(policy.backoff_s * 2 ** (failures - 1), policy.max_backoff_s)
             if deadline is not None and time.monotonic() + delay >= deadline:
                 raise
             time.sleep(delay)
