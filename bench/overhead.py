@@ -12,9 +12,13 @@ level by level so all of them see the same machine state:
            backlog, watchdog), but no service and no IPC.
   voxgate  end to end through the public gRPC API against a `voxgate serve
            --engine voxtral` subprocess (service + sidecar + engine).
+  vllm     vLLM's own realtime websocket server (`/v1/realtime` of `python -m
+           vllm.entrypoints.openai.api_server`) on the same checkpoint, a
+           subprocess: the alternative a user would otherwise deploy.
 
 raw and engine share one AsyncLLM (one EngineCore); voxgate has its own, in
-its sidecar. Only one mode runs at a time; the idle engine sleeps.
+its sidecar, and vllm its own, in its server. Only one mode runs at a time;
+the idle engines sleep.
 
 Each level opens N desynchronized sessions (staggered starts, each at a
 different point of a loop of the real speech in tests/fixtures/audio), sends
@@ -25,7 +29,8 @@ waits for the end. Per session:
              the audio it describes (its end offset) was sent. Includes the
              model's own transcription delay (480 ms) and the 80 ms framing.
   final      end of audio sent -> last output (raw: generate() ends; engine:
-             Closed; voxgate: SessionEnded), i.e. the right padding flushed.
+             Closed; voxgate: SessionEnded; vllm: transcription.done), i.e.
+             the right padding flushed.
   wall/audio (final arrival - first audio sent) / audio duration.
   slip       how late the sender sent a chunk against its real-time schedule
              (voxgate/engine apply backpressure when the engine falls behind).
@@ -60,7 +65,7 @@ import sys
 import tempfile
 import time
 import wave
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +81,7 @@ RESULTS_DIR = ROOT / "bench" / "results"
 SAMPLE_RATE = 16000
 CHUNK_MS = 80
 CHUNK_SAMPLES = SAMPLE_RATE * CHUNK_MS // 1000
-MODES = ("raw", "engine", "voxgate")
+MODES = ("raw", "engine", "voxgate", "vllm")
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
 
@@ -92,7 +97,7 @@ class SessionTrace:
     sent: list[float] = field(default_factory=list)  # wall time each chunk was sent
     scheduled: list[float] = field(default_factory=list)  # when it should have been sent
     outputs: list[tuple[float, int]] = field(default_factory=list)  # (arrival, audio end ms) per text output
-    token_arrivals: list[float] = field(default_factory=list)  # raw mode: every token, blank ones too
+    token_arrivals: list[float] = field(default_factory=list)  # raw/vllm: every token, blank ones too
     end_sent: float = 0.0  # the end of audio (half-close / close / None) was sent
     finished: float = 0.0  # the last output arrived
     error: str = ""
@@ -136,7 +141,7 @@ class LevelResult:
     slip_max_s: float
     gap_p50_ms: float
     gap_p95_ms: float
-    token_gap_p50_ms: float | None  # raw only: between consecutive tokens (blank ones too) = per-step cadence
+    token_gap_p50_ms: float | None  # raw/vllm only: between consecutive tokens (blank ones too) = per-step cadence
     token_gap_p95_ms: float | None
     outputs: int
     engine_steps_per_s: float | None  # raw/engine only (the in-process engine's stat logger)
@@ -206,10 +211,11 @@ def summarize(mode: str, n: int, repeat: int, traces: list[SessionTrace], audio_
 # -- CPU by process role ---------------------------------------------------------
 
 
-def cpu_seconds(serve_pid: int | None) -> dict[str, float]:
+def cpu_seconds(serve_pid: int | None, vllm_pid: int | None = None) -> dict[str, float]:
     """user+system CPU seconds so far of this process and its descendants, by role: bench (this process:
     the load generator, and in raw/engine modes the AsyncLLM front end and VoxtralEngine), engine (the
-    in-process engine's EngineCore and worker), service, sidecar, and voxgate-engine (the sidecar's)."""
+    in-process engine's EngineCore and worker), service, sidecar, voxgate-engine (the sidecar's), and
+    vllm-server / vllm-engine (vLLM's realtime server process and its EngineCore)."""
     import psutil
 
     me = psutil.Process()
@@ -228,6 +234,10 @@ def cpu_seconds(serve_pid: int | None) -> dict[str, float]:
             role = "service"
         elif serve_pid is not None and serve_pid in lineage:
             role = "sidecar" if " sidecar " in f" {cmd} " else "voxgate-engine" if name.startswith("VLLM") else "other"
+        elif proc.pid == vllm_pid:
+            role = "vllm-server"
+        elif vllm_pid is not None and vllm_pid in lineage:
+            role = "vllm-engine"
         else:
             role = "engine" if name.startswith("VLLM") else "other"
         out[role] = out.get(role, 0.0) + times.user + times.system
@@ -259,7 +269,7 @@ def session_chunks(loop: np.ndarray, offset_samples: int, duration_s: float) -> 
 
 
 async def paced_send(trace: SessionTrace, chunks: list[bytes], t0: float,
-                     send: Callable[[bytes], Coroutine[Any, Any, None]]) -> None:
+                     send: Callable[[bytes], Awaitable[None]]) -> None:
     """Send chunk i at t0 + i x 80 ms (or as soon as the previous send returns, when late)."""
     for i, chunk in enumerate(chunks):
         due = t0 + i * CHUNK_MS / 1000
@@ -417,13 +427,7 @@ class Voxgate:
     async def stop(self) -> None:
         if self.channel is not None:
             await self.channel.close()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(self.proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        await terminate(self.proc)
 
     async def session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
         import grpc.aio
@@ -463,6 +467,95 @@ class Voxgate:
                     await reader
 
 
+class VllmRealtime:
+    """vLLM's own realtime server as a subprocess (the CPU environment the sidecar gives its engine),
+    driven with bench/vllm_realtime.py's protocol client."""
+
+    def __init__(self, model: str, max_n: int, max_model_len: int, log_path: Path) -> None:
+        self.model = model
+        self.port = free_port()
+        self.cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
+                    "--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format", "mistral",
+                    "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_n), "--enforce-eager",
+                    "--host", "127.0.0.1", "--port", str(self.port)]
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.geometry: Any = None
+
+    def launch(self) -> None:
+        from engine_sidecar.voxtral.procs import set_env_defaults
+
+        saved = dict(os.environ)
+        set_env_defaults(cpu=True)  # the same environment the sidecar gives its engine
+        env = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(saved)
+        with self.log_path.open("w") as log:
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    async def wait_ready(self, timeout_s: float = 300) -> None:
+        import urllib.request
+
+        from bench.vllm_realtime import geometry
+
+        self.geometry = geometry(self.model)
+        deadline = time.monotonic() + timeout_s
+        url = f"http://127.0.0.1:{self.port}/health"
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM's server exited; see {self.log_path}")
+            with contextlib.suppress(OSError):
+                if await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=2).status) == 200:
+                    break
+            await asyncio.sleep(1)
+        else:
+            raise RuntimeError(f"vLLM's server not ready after {timeout_s} s; see {self.log_path}")
+        # Its first session sees its first delta seconds late (warm-up): spend that outside the measurement.
+        warm = SessionTrace(index=-1, offset_s=0.0)
+        await self.session(warm, session_chunks(load_audio_loop(), 0, 3.0), time.monotonic(), "warm-up")
+        if warm.error:
+            raise RuntimeError(f"vLLM's server warm-up session failed: {warm.error}")
+
+    async def stop(self) -> None:
+        await terminate(self.proc)
+
+    async def session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
+        from bench.vllm_realtime import Send, realtime_session
+
+        audio_ms = len(chunks) * CHUNK_MS
+
+        def on_token(k: int, text: str, now: float) -> None:
+            trace.token_arrivals.append(now)
+            if text:  # the same audio time the engine wrapper gives token k, as in raw mode
+                trace.outputs.append((now, max(0, min(self.geometry.token_end_ms(k), audio_ms))))
+
+        async def send_audio(send: Send) -> None:
+            await paced_send(trace, chunks, t0, send)
+            trace.end_sent = time.monotonic()
+
+        trace.finished = await realtime_session(f"ws://127.0.0.1:{self.port}/v1/realtime", self.model,
+                                                send_audio, on_token)
+
+
+async def terminate(proc: subprocess.Popen[Any] | None) -> None:
+    """SIGTERM, up to 30 s to exit, then SIGKILL."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 # -- the sweep -----------------------------------------------------------------
 
 
@@ -474,13 +567,14 @@ class Plan:
     thresholds: Thresholds
 
 
-async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxgate | None, loop: np.ndarray,
-                    plan: Plan) -> LevelResult:
+async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxgate | None,
+                    vllm_server: VllmRealtime | None, loop: np.ndarray, plan: Plan) -> LevelResult:
     traces = [SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2)) for i in range(n)]
     start = time.monotonic() + 0.5
-    steps0 = bare.steps() if bare is not None and mode != "voxgate" else 0
+    steps0 = bare.steps() if bare is not None and mode in ("raw", "engine") else 0
     serve_pid = vox.proc.pid if vox is not None and vox.proc is not None else None
-    cpu0 = cpu_seconds(serve_pid)
+    vllm_pid = vllm_server.proc.pid if vllm_server is not None and vllm_server.proc is not None else None
+    cpu0 = cpu_seconds(serve_pid, vllm_pid)
 
     async def one(trace: SessionTrace) -> None:
         chunks = session_chunks(loop, int(trace.offset_s * SAMPLE_RATE), plan.duration_s)
@@ -493,9 +587,12 @@ async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxg
         elif mode == "engine":
             assert bare is not None
             coro = bare.engine_session(trace, chunks, t0, tag)
-        else:
+        elif mode == "voxgate":
             assert vox is not None
             coro = vox.session(trace, chunks, t0, tag)
+        else:
+            assert vllm_server is not None
+            coro = vllm_server.session(trace, chunks, t0, tag)
         try:
             await asyncio.wait_for(coro, plan.duration_s + plan.session_timeout_s)
         except TimeoutError:
@@ -505,10 +602,11 @@ async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxg
 
     await asyncio.gather(*(one(t) for t in traces))
     wall = time.monotonic() - start
-    cpu1 = cpu_seconds(serve_pid)
+    cpu1 = cpu_seconds(serve_pid, vllm_pid)
     cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items() if k != "other"}
-    steps_per_s = (bare.steps() - steps0) / wall if bare is not None and mode != "voxgate" else None
-    if bare is not None and mode != "voxgate":
+    in_process = mode in ("raw", "engine")
+    steps_per_s = (bare.steps() - steps0) / wall if bare is not None and in_process else None
+    if bare is not None and in_process:
         for _ in range(50):  # every request gone from the engine before the next level
             if bare.unfinished() == 0:
                 break
@@ -542,18 +640,26 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     vox = (Voxgate(model, max_n, args.max_model_len, args.engine_options,
                    Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{stamp}.log")
            if "voxgate" in modes else None)
+    vllm_server = (VllmRealtime(model, max_n, args.max_model_len,
+                                Path(tempfile.gettempdir()) / f"voxgate-bench-vllm-{stamp}.log")
+                   if "vllm" in modes else None)
     t_begin = time.monotonic()
     results: list[LevelResult] = []
     try:
         t = time.monotonic()
-        if vox is not None:  # both start at once (each takes 30-60 s here)
+        if vox is not None:  # all start at once (each takes 30-60 s here)
             print(f"starting voxgate serve ({' '.join(vox.cmd[1:])}) ...", flush=True)
             vox.launch()
+        if vllm_server is not None:
+            print(f"starting vLLM's realtime server ({' '.join(vllm_server.cmd[1:])}) ...", flush=True)
+            vllm_server.launch()
         if bare is not None:
             print("starting the in-process engine (VoxtralEngine / AsyncLLM) ...", flush=True)
             await bare.start()
         if vox is not None:
             await vox.wait_ready()
+        if vllm_server is not None:
+            await vllm_server.wait_ready()
         print(f"  engines ready in {time.monotonic() - t:.0f} s", flush=True)
         for repeat in range(1, args.repeats + 1):
             live = list(modes)
@@ -563,7 +669,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
                 print(f"repeat {repeat}/{args.repeats}, N={n}: {', '.join(live)}", flush=True)
                 for mode in list(live):
                     for attempt in range(1 + args.retries):
-                        r = await run_level(mode, n, repeat, bare, vox, loop, plan)
+                        r = await run_level(mode, n, repeat, bare, vox, vllm_server, loop, plan)
                         r.attempt = attempt + 1
                         results.append(r)
                         print(level_line(r), flush=True)
@@ -575,6 +681,8 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     finally:
         if vox is not None:
             await vox.stop()
+        if vllm_server is not None:
+            await vllm_server.stop()
         if bare is not None:
             await bare.stop()
     runtime = time.monotonic() - t_begin
@@ -584,7 +692,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
         held = {m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0)
                 for m in modes}
         row: dict[str, Any] = {"repeat": repeat, "max_sessions_held": held}
-        for base in ("engine", "raw"):
+        for base in ("engine", "raw", "vllm"):
             if "voxgate" in held and base in held and held[base]:
                 row[f"ratio_voxgate_over_{base}"] = round(held["voxgate"] / held[base], 3)
         summary.append(row)
@@ -616,7 +724,7 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"max concurrent real-time sessions held (lag p95 <= {report['thresholds']['lag_s']} s, "
           f"final <= {report['thresholds']['final_s']} s, slip <= {report['thresholds']['slip_s']} s), "
           f"{report['duration_s']:g} s of audio each:")
-    ratio_cols = [c for c in ("ratio_voxgate_over_engine", "ratio_voxgate_over_raw")
+    ratio_cols = [c for c in ("ratio_voxgate_over_engine", "ratio_voxgate_over_raw", "ratio_voxgate_over_vllm")
                   if any(c in row for row in report["summary"])]
     print("  repeat  " + "  ".join(f"{m:>8}" for m in modes) + "  " + "  ".join(f"{c[6:]:>20}" for c in ratio_cols))
     for row in report["summary"]:
@@ -643,7 +751,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--levels", type=lambda s: sorted({int(x) for x in s.split(",")}), default=list(DEFAULT_LEVELS),
                    help="concurrency levels, comma-separated (default 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, ...)")
     p.add_argument("--modes", type=lambda s: [m for m in MODES if m in s.split(",")], default=list(MODES),
-                   help="comma-separated subset of raw,engine,voxgate (default all)")
+                   help="comma-separated subset of raw,engine,voxgate,vllm (default all)")
     p.add_argument("--repeats", type=int, default=1, help="sweeps in this run (default 1)")
     p.add_argument("--threshold-lag-s", type=float, default=1.0, help="max lag p95 per session (default 1.0)")
     p.add_argument("--threshold-final-s", type=float, default=2.0,

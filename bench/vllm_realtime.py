@@ -26,6 +26,7 @@ import base64
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,6 +38,8 @@ from engine_sidecar.voxtral.timing import StreamGeometry, geometry_from_tokenize
 from service.bench.audio import SAMPLE_RATE, frames, load_loop  # noqa: E402
 from service.bench.trace import SessionTrace, Thresholds, pct, summarize  # noqa: E402
 
+Send = Callable[[bytes], Awaitable[None]]
+
 
 def geometry(model_dir: str) -> StreamGeometry:
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
@@ -45,43 +48,66 @@ def geometry(model_dir: str) -> StreamGeometry:
     return geometry_from_tokenizer(SimpleNamespace(instruct=tok.instruct_tokenizer))
 
 
-async def session(url: str, model: str, geo: StreamGeometry, trace: SessionTrace, chunks: list[bytes],
-                  t0: float, frame_ms: int) -> None:
+async def realtime_session(url: str, model: str, send_audio: Callable[[Send], Awaitable[None]],
+                           on_token: Callable[[int, str, float], None]) -> float:
+    """One connection of vLLM 0.32.0's realtime protocol. `send_audio(send)` sends the audio (calling
+    `send(pcm)` per chunk, paced as it likes); every transcription.delta is `on_token(k, text, arrival)`
+    for the k-th token (blank ones with ""). Returns when transcription.done arrived; raises on an error."""
     import websockets
 
-    audio_ms = len(chunks) * frame_ms
     async with websockets.connect(url, max_size=None) as ws:
         await ws.send(json.dumps({"type": "session.update", "model": model}))
         await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
 
-        async def read() -> None:
+        async def read() -> float:
             k = 0
             async for raw in ws:
                 ev = json.loads(raw)
                 now = time.monotonic()
                 if ev["type"] == "transcription.delta":
-                    if ev["delta"]:
-                        trace.results.append((now, max(0, min(geo.token_end_ms(k), audio_ms)), False))
+                    on_token(k, ev["delta"], now)
                     k += 1
                 elif ev["type"] == "transcription.done":
-                    trace.ended = trace.last_final = now
-                    return
+                    return now
                 elif ev["type"] == "error":
-                    trace.error = f"error: {ev.get('error', ev)}"[:160]
-                    return
+                    raise RuntimeError(f"error: {ev.get('error', ev)}"[:160])
+            raise RuntimeError("connection closed before transcription.done")
+
+        async def send(pcm: bytes) -> None:
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}))
 
         reader = asyncio.create_task(read())
+        try:
+            await send_audio(send)
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))
+            return await reader
+        finally:
+            if not reader.done():
+                reader.cancel()
+
+
+async def session(url: str, model: str, geo: StreamGeometry, trace: SessionTrace, chunks: list[bytes],
+                  t0: float, frame_ms: int) -> None:
+    audio_ms = len(chunks) * frame_ms
+
+    def on_token(k: int, text: str, now: float) -> None:
+        if text:
+            trace.results.append((now, max(0, min(geo.token_end_ms(k), audio_ms)), False))
+
+    async def send_audio(send: Send) -> None:
         for i, chunk in enumerate(chunks):
             due = t0 + i * frame_ms / 1000
             if (wait := due - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
             trace.scheduled.append(due)
             trace.sent.append(time.monotonic())
-            await ws.send(json.dumps({"type": "input_audio_buffer.append",
-                                      "audio": base64.b64encode(chunk).decode()}))
+            await send(chunk)
         trace.end_sent = time.monotonic()
-        await ws.send(json.dumps({"type": "input_audio_buffer.commit", "final": True}))
-        await reader
+
+    try:
+        trace.ended = trace.last_final = await realtime_session(url, model, send_audio, on_token)
+    except RuntimeError as exc:
+        trace.error = str(exc)
 
 
 async def level(args: argparse.Namespace, geo: StreamGeometry, n: int) -> dict[str, Any]:

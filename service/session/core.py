@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,8 +35,11 @@ from ..events import AudioIn, ClientInput, Ended, EndReason, FinalizeIn, FlowRep
 from ..session_config import SessionConfig
 from ..transcript import UtteranceAssembler
 from .engine_link import EngineFailed, EngineFull, EngineLink, EngineLost
+from .freeze import FreezeWatch, Frozen
 from .intake import AudioIntake, Chunk
 from .log import ResponseLog
+from .replay import ReplayBuffer
+from .stats import SessionStats
 
 log = structlog.get_logger("session")
 ENGINE_QUEUE_CHUNKS = 64  # 5 s of 80 ms chunks waiting for the engine, then the client is not read
@@ -84,7 +86,9 @@ class Session:
         self._intake = AudioIntake(cfg, server)
         self._assembler = UtteranceAssembler(session_id)
         self._queue: asyncio.Queue[EngineInput] = asyncio.Queue(maxsize=ENGINE_QUEUE_CHUNKS)
-        self._replay: deque[Chunk] = deque()  # sent to the engine, not yet covered by its text
+        self._replay = ReplayBuffer(server.max_replay_ms)  # sent to the engine, not yet covered by its text
+        self._freeze = FreezeWatch(clock, server.freeze_timeout_s)
+        self._stats = SessionStats(session_id, clock)
         self._resend: list[Chunk] = []  # replay for the next link, sent by its writer
         self._link: EngineLink | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -103,13 +107,8 @@ class Session:
         self._detached_at: float | None = None
         self._last_activity = clock.monotonic()
         self._idle_warned = False
-        self._speech_unanswered_since: float | None = None
         self._closing_resets = 0
-        self._speech_sent_to_ms = 0  # session time up to which speech chunks were sent to the engine
         self._written_ms = 0
-        self._started_at = clock.monotonic()
-        self._first_result_seen = False
-        self._speech_ended_at: float | None = None
         self._write_lag_ms = 0
         self.ended = False
 
@@ -239,7 +238,7 @@ class Session:
             else:
                 self.log.append(SpeechEvent(item.started, item.offset_ms))
                 if not item.started:
-                    self._speech_ended_at = self._clock.monotonic()
+                    self._stats.speech_ended()
                 if not item.started:
                     await self._flush()
 
@@ -280,7 +279,7 @@ class Session:
                         grpc.StatusCode.INTERNAL, errors.ENGINE_ERROR, f"the engine failed on this session: {exc}"),
                         "the engine failed on this session")
                     break
-                except (EngineLost, _Frozen) as exc:
+                except (EngineLost, Frozen) as exc:
                     await self._link.cancel()
                     if not await self._reconnect(exc):
                         break
@@ -291,7 +290,7 @@ class Session:
 
     async def _reconnect(self, cause: Exception) -> bool:
         """Seam: finalize what was heard, open a fresh engine session, replay unheard audio."""
-        frozen = isinstance(cause, _Frozen)
+        frozen = isinstance(cause, Frozen)
         if frozen:
             self.freeze_recoveries += 1
         else:
@@ -301,10 +300,10 @@ class Session:
                               {"audio_ms": self._written_ms})
         self._put_final()
         what = "engine session froze; it was reset" if frozen else "speech engine restarted"
-        log.warning("engine_seam", cause=str(cause), replay_ms=sum(c.end_ms - c.start_ms for c in self._replay))
+        log.warning("engine_seam", cause=str(cause), replay_ms=self._replay.duration_ms())
         self.log.append(Notice("ENGINE_RESET" if frozen else "ENGINE_RESTARTED",
                                f"{what}; the current utterance was closed and audio since then is replayed"))
-        base = self._replay[0].start_ms if self._replay else self._written_ms
+        base = self._replay.start_ms(default_ms=self._written_ms)
         # A frozen session's sidecar is alive: its stub is not stale, do not wait for it to go down.
         failed = None if frozen else self._link
         deadline = self._clock.monotonic() + self._server.engine_recovery_timeout_s
@@ -325,7 +324,7 @@ class Session:
                 log.info("engine_reopen_retry", error=str(exc))
                 await asyncio.sleep(RECOVERY_RETRY_S)
         # The writer replays it first, under the freeze watch: a fresh engine session may stall too.
-        self._resend = list(self._replay)
+        self._resend = self._replay.snapshot()
         if self._close_deadline is not None:  # the fresh engine gets the whole flush timeout
             self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
         return True
@@ -346,29 +345,29 @@ class Session:
                     raise writer.exception()  # type: ignore[misc]
                 out = await link.next_output(WATCH_INTERVAL_S)
                 if out is None:
-                    self._check_frozen()
+                    self._freeze.check()
                     if self._close_deadline is not None and self._clock.monotonic() > self._close_deadline:
-                        if self._speech_unanswered_since is not None and self._closing_resets < CLOSING_RESETS:
+                        if self._freeze.unanswered_since is not None and self._closing_resets < CLOSING_RESETS:
                             # Closing with speech the engine has not answered: treat it as frozen now
                             # rather than give up on the finals (freeze_timeout_s may be longer).
                             self._closing_resets += 1
-                            self._speech_unanswered_since = None
-                            raise _Frozen("no final results within final_flush_timeout_s")
+                            self._freeze.disarm()
+                            raise Frozen("no final results within final_flush_timeout_s")
                         self._put_final()  # what the client saw as interim text still becomes final
                         self._end_message = "engine did not deliver final results in time"
                         return
                     continue
-                self._note_answer(out)
+                self._freeze.answered(out)
                 if self._close_deadline is not None:  # the engine is making progress: keep waiting
                     self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
                 if isinstance(out, Delta):
-                    self._trim_replay(out.end_ms)
+                    self._replay.covered(out.end_ms)
                     result = self._assembler.add(out.text, out.start_ms, out.end_ms)
                     if result is not None and self.cfg.interim_results:
-                        self._note_result()
+                        self._stats.result(final=False)
                         self.log.append(result)
                 elif isinstance(out, Flushed):
-                    self._trim_replay(out.audio_ms)
+                    self._replay.covered(out.audio_ms)
                     self._put_final()
                 elif isinstance(out, Diagnostic):
                     metrics.ENGINE_EVENTS.labels(out.kind).inc()
@@ -385,76 +384,33 @@ class Session:
         resend, self._resend = self._resend, []
         for chunk in resend:
             await link.send_audio(chunk.pcm16, chunk.speech)
-            self._note_speech_sent(chunk)
+            self._freeze.sent(chunk)
         if self._close_sent:
             await link.send_close()
         while True:
             item = await self._queue.get()
             if isinstance(item, Chunk):
-                self._replay.append(item)
-                self._bound_replay()
+                self._replay.written(item)
                 await link.send_audio(item.pcm16, item.speech)
                 self._written_ms = item.end_ms
                 lag_s = self._clock.monotonic() - item.received_at
                 self._write_lag_ms = int(lag_s * 1000)
                 metrics.LAG.observe(lag_s)
-                self._note_speech_sent(item)
+                self._freeze.sent(item)
             elif isinstance(item, _Flush):
                 await link.send_flush(item.marker)
             else:
                 self._close_sent = True
                 await link.send_close()
 
-    def _note_speech_sent(self, chunk: Chunk) -> None:
-        if chunk.speech:
-            self._speech_sent_to_ms = max(self._speech_sent_to_ms, chunk.end_ms)
-            if self._speech_unanswered_since is None:
-                self._speech_unanswered_since = self._clock.monotonic()
-
-    def _note_answer(self, out: object) -> None:
-        """Engine output: the freeze clock restarts from now if speech sent is still beyond what it covers."""
-        covered = out.end_ms if isinstance(out, Delta) else out.audio_ms if isinstance(out, Flushed | Closed) \
-            else None
-        outstanding = covered is not None and self._speech_sent_to_ms > covered
-        self._speech_unanswered_since = self._clock.monotonic() if outstanding else None
-
-    def _check_frozen(self) -> None:
-        since = self._speech_unanswered_since
-        if since is not None and self._clock.monotonic() - since > self._server.freeze_timeout_s:
-            self._speech_unanswered_since = None
-            raise _Frozen(f"speech sent but no engine output for {self._server.freeze_timeout_s:.0f}s")
-
-    def _trim_replay(self, covered_ms: int) -> None:
-        while self._replay and self._replay[0].end_ms <= covered_ms:
-            self._replay.popleft()
-
-    def _bound_replay(self) -> None:
-        limit = self._server.max_replay_ms
-        while self._replay and self._replay[-1].end_ms - self._replay[0].start_ms > limit:
-            self._replay.popleft()
-
     def _put_final(self) -> None:
         result = self._assembler.finalize()
         if result is not None:
-            self._note_result()
-            if self._speech_ended_at is not None:
-                metrics.FINAL_LATENCY.observe(self._clock.monotonic() - self._speech_ended_at)
-                self._speech_ended_at = None
+            self._stats.result(final=True)
             self.log.append(result)
 
-    def _note_result(self) -> None:
-        if not self._first_result_seen:
-            self._first_result_seen = True
-            metrics.FIRST_RESULT.observe(self._clock.monotonic() - self._started_at)
-
     def record_metrics(self) -> None:
-        tracing.session_ended(self.session_id, {
-            "voxgate.end_reason": self._end_reason.value, "voxgate.audio_seconds": self._written_ms / 1000,
-            "voxgate.engine_restarts": self.engine_restarts, "voxgate.freeze_recoveries": self.freeze_recoveries})
-        metrics.SESSIONS_ENDED.labels(self._end_reason.value).inc()
-        metrics.AUDIO_SECONDS.inc(self._written_ms / 1000)
-        if self._written_ms:
-            metrics.REALTIME_FACTOR.observe((self._clock.monotonic() - self._started_at) / (self._written_ms / 1000))
+        self._stats.ended(self._end_reason, self._written_ms, self.engine_restarts, self.freeze_recoveries)
 
     def _complete(self) -> None:
         if self.ended:
@@ -515,7 +471,3 @@ class _Stopped:
 
 
 _STOPPED = _Stopped()
-
-
-class _Frozen(Exception):
-    pass

@@ -152,6 +152,26 @@ def test_sigterm_drains_an_active_session(tmp_path: Path) -> None:
     assert any(r.HasField("result") and r.result.is_final for r in got)
 
 
+def test_sigterm_exits_within_the_grace_while_the_engine_is_down(tmp_path: Path) -> None:
+    # A drain that finds a session waiting for a restarting engine must not wait for the engine.
+    server = start_server(tmp_path, "--sidecar-restart-backoff-s", "30", "--engine-recovery-timeout-s", "60",
+                          "--drain-grace-s", "2", engine="fake")
+    live = stream_in_background(server, 60.0, 0.1)
+    assert live.in_session.wait(30)
+    os.kill(server.sidecar_pid(), signal.SIGKILL)
+    server.wait_health(serving=False, timeout_s=10)
+    server.proc.send_signal(signal.SIGTERM)
+    try:
+        code = server.proc.wait(2 + 10)  # the grace, then the sidecar's stop timeout at most
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        raise AssertionError(f"voxgate serve still running 12 s after SIGTERM:\n{server.log()[-3000:]}") from None
+    assert code == 0
+    live.thread.join(10)
+    assert not live.thread.is_alive(), "the client's stream ended with the server"
+    assert any(r.HasField("result") and r.result.is_final for r in live.got), "words heard before the crash stay"
+
+
 def test_transcribe_cli_reports_errors_clearly(fake_server: ServerProcess, tmp_path: Path) -> None:
     raw = tmp_path / "audio.raw"
     raw.write_bytes(b"\0" * 3200)
