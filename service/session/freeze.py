@@ -26,11 +26,13 @@ class FreezeWatch:
                 self.unanswered_since = self._clock.monotonic()
 
     def answered(self, out: object) -> None:
-        """Engine output: the clock restarts from now if speech sent is still beyond what it covers."""
+        """Engine output: the clock restarts from now if speech sent is still beyond what it covers.
+        An output that covers no audio (a diagnostic) says nothing about progress: the clock runs on."""
         covered = out.end_ms if isinstance(out, Delta) else out.audio_ms if isinstance(out, Flushed | Closed) \
             else None
-        outstanding = covered is not None and self._speech_sent_to_ms > covered
-        self.unanswered_since = self._clock.monotonic() if outstanding else None
+        if covered is None:
+            return
+        self.unanswered_since = self._clock.monotonic() if self._speech_sent_to_ms > covered else None
 
     def disarm(self) -> None:
         self.unanswered_since = None

@@ -183,7 +183,7 @@ def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_
     session = got[0].started.session_id
     assert sum("session_resumed" in line and session in line for line in log.splitlines()) == 1
     assert "SESSION_ATTACHED" in log, "the first resume came before the server noticed the dead connection"
-    assert 1.0 < recovered_after < 10.0, "resumed once the server's keepalive gave up on the old connection"
+    assert 0.5 < recovered_after < 10.0, "resumed once the server's keepalive gave up on the old connection"
 
 
 def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy) -> None:
