@@ -29,6 +29,10 @@ TRANSPORT_WINDOW_BYTES = 65536  # ~2 s of 16 kHz audio per stream; larger messag
 # a client's keepalive on a quiet stream with GOAWAY, which would cut live sessions.
 CLIENT_MIN_PING_INTERVAL_MS = 10_000
 
+SPEECH_SERVICE = speech_pb2.DESCRIPTOR.services_by_name["Speech"].full_name
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
 
 def keepalive_options(c: Config) -> list[tuple[str, int]]:
     """HTTP/2 keepalive: notice a client connection that died without a FIN/RST (NAT timeout, a proxy
@@ -43,9 +47,6 @@ def keepalive_options(c: Config) -> list[tuple[str, int]]:
             ("grpc.http2.max_pings_without_data", 0),  # keep pinging while a session is silent
         ]
     return options
-SPEECH_SERVICE = speech_pb2.DESCRIPTOR.services_by_name["Speech"].full_name
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 class Server:
