@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,6 +94,8 @@ class Session:
         self._link: EngineLink | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._flush_marker = 0
+        self._unqueued: deque[Chunk | SpeechBoundary | _Flush] = deque()  # see _forward
+        self._forwarding = asyncio.Lock()
         self._input_open = True
         self._close_sent = False
         self._stop_input = asyncio.Event()
@@ -228,23 +231,32 @@ class Session:
         elif isinstance(msg, FinalizeIn):
             if self._intake.skipping:
                 return  # resent after a resume, from before audio we already have: it was applied then
-            await self._forward(self._intake.cut(now))
-            await self._flush()
+            await self._forward([*self._intake.cut(now), self._next_flush()])
 
-    async def _forward(self, outputs: list[Chunk | SpeechBoundary]) -> None:
-        for item in outputs:
-            if isinstance(item, Chunk):
-                await self._queue.put(item)
-            else:
-                self.log.append(SpeechEvent(item.started, item.offset_ms))
-                if not item.started:
+    async def _forward(self, outputs: Iterable[Chunk | SpeechBoundary | _Flush]) -> None:
+        """Hand intake outputs to the engine queue, in order.
+
+        Each waits in _unqueued until it is in the queue: the intake has already counted its audio as
+        received (the ack a resume skips by), so a consumer cancelled while the queue is full (its client
+        vanished) must not lose it; the next one to forward (a resumed stream, the end of input) sends it first.
+        """
+        async with self._forwarding:  # one forwarder at a time, or the head of _unqueued could go twice
+            self._unqueued.extend(outputs)
+            while self._unqueued:
+                item = self._unqueued[0]
+                if isinstance(item, SpeechBoundary):
+                    self.log.append(SpeechEvent(item.started, item.offset_ms))
+                    if item.started:
+                        self._unqueued.popleft()
+                        continue
                     self._stats.speech_ended()
-                if not item.started:
-                    await self._flush()
+                    self._unqueued[0] = item = self._next_flush()  # an endpoint flushes the engine
+                await self._queue.put(item)
+                self._unqueued.popleft()
 
-    async def _flush(self) -> None:
+    def _next_flush(self) -> _Flush:
         self._flush_marker += 1
-        await self._queue.put(_Flush(self._flush_marker))
+        return _Flush(self._flush_marker)
 
     def stop_input(self, reason: EndReason) -> None:
         """Stop taking client input (drain, idle); the session then ends with its finals."""

@@ -155,9 +155,6 @@ def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy
     assert len(resumed) == 2, "the same session was resumed twice (not restarted)"
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, under investigation: 1 run in 4 (CI, 2026-11-29) the "
-                   "resumed transcript's end offsets were 160 ms off the uninterrupted run's (audio resent or "
-                   "skipped twice across a silent drop); see docs/reliability.md bug 12")
 def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_path: Path) -> None:
     # The server's keepalive (1 s + 1 s here; 20 s + 10 s by default) is what tells it the first
     # connection is gone; until then it refuses the resume with SESSION_ATTACHED and the client retries.

@@ -5,11 +5,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.helpers import ServerProcess, config_request, error_reason, recognize, resume_stream, silence, voiced
+from tests.helpers import (
+    ServerProcess,
+    config_request,
+    error_reason,
+    fake_script,
+    recognize,
+    resume_stream,
+    silence,
+    start_server,
+    voiced,
+)
 from voxgate_client._proto import speech_pb2 as pb
 
 CHUNK = 3200  # 100 ms
@@ -83,8 +94,6 @@ def test_an_unknown_or_expired_token_is_not_found(fake_server: ServerProcess) ->
 
 
 def test_after_the_window_the_session_ends_and_frees_its_slot(tmp_path) -> None:
-    from tests.helpers import start_server
-
     server = start_server(tmp_path, "--resume-window-s", "0.5", "--max-sessions", "1", engine="fake")
     try:
         gate = threading.Event()
@@ -189,3 +198,43 @@ def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) 
     ok = resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
         resume_token=token, resume_last_seq=started.seq))])  # the session is still there to resume
     assert ok[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+
+
+def test_a_client_that_vanishes_while_held_back_loses_no_audio_on_resume(tmp_path: Path) -> None:
+    # A slow engine (40 ms per 80 ms chunk) and a client sending as fast as it can: the engine queue is
+    # full and the session waits to hand it audio the server has already acknowledged when the client
+    # vanishes. That audio must still reach the engine, or the resume (which skips acknowledged bytes)
+    # loses it: the fake engine's word times would then come early by a chunk or two.
+    server = start_server(tmp_path, engine="fake", model=fake_script(tmp_path, step_sleep_ms=40))
+    try:
+        audio = speech() * 2  # 12 s; the queue (5 s) fills long before the end, so words follow the cut
+        requests = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(0, len(audio), CHUNK)]
+        reference = recognize(server.stub(), [flow_config(), *requests])
+        gate = threading.Event()
+
+        def first_requests() -> Iterator[pb.StreamingRecognizeRequest]:
+            yield flow_config()
+            yield from requests
+            gate.wait(30)
+
+        call = server.stub().StreamingRecognize(first_requests(), timeout=60)
+        first: list[pb.StreamingRecognizeResponse] = []
+        for response in call:
+            first.append(response)
+            if response.HasField("flow_status") and response.flow_status.buffered_audio_ms >= 4800:
+                break  # the engine queue is (nearly) full: the session is holding the client back
+        call.cancel()
+        gate.set()
+        acked = first[-1].flow_status.acked_audio_bytes
+        resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+            resume_token=first[0].started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked))
+        second = resume_stream(server.stub(), [resume, *(pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+                                                         for i in range(acked, len(audio), CHUNK))])
+    finally:
+        server.stop()
+
+    def timed(results: list[pb.RecognitionResult]) -> list[tuple[str, int, int]]:
+        return [(r.text, r.start_offset.ToMilliseconds(), r.end_offset.ToMilliseconds()) for r in results]
+
+    assert timed(final_results(first) + final_results(second)) == timed(final_results(reference))
+    assert second[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END

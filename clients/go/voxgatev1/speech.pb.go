@@ -504,7 +504,8 @@ type StreamingConfig struct {
 	// Highest `seq` the client received before the disconnect; later responses are sent again.
 	ResumeLastSeq uint64 `protobuf:"varint,10,opt,name=resume_last_seq,json=resumeLastSeq,proto3" json:"resume_last_seq,omitempty"`
 	// Audio bytes of the stream the client will send again from (a FlowStatus.acked_audio_bytes
-	// it received, or 0); bytes the server already has are skipped.
+	// it received, or 0); bytes the server already has are skipped, by count, so the client
+	// resends every byte from there in order, even ones that replayed responses acknowledge.
 	ResumeAudioBytes uint64            `protobuf:"varint,11,opt,name=resume_audio_bytes,json=resumeAudioBytes,proto3" json:"resume_audio_bytes,omitempty"`
 	FlowStatus       *FlowStatusConfig `protobuf:"bytes,12,opt,name=flow_status,json=flowStatus,proto3" json:"flow_status,omitempty"`
 }

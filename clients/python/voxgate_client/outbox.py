@@ -51,6 +51,10 @@ class Outbox:
         self._acked = 0
         self._exhausted = False
         self._epoch = 0
+        # Entries below this serial went out on the current connection; only those may be released
+        # by an ack. A resumed stream must resend every byte from its resume offset, in order (the
+        # server skips by count), and acks the server logged before the drop can arrive first.
+        self._sent_below = 0
         self.failure: Exception | None = None  # what the caller's iterable raised
 
     def resume_offset(self) -> int:
@@ -61,10 +65,10 @@ class Outbox:
     def ack(self, acked_bytes: int) -> None:
         with self._cond:
             self._acked = max(self._acked, acked_bytes)
-            while self._buffer and (
-                self._buffer[0].end <= self._acked
-                if not isinstance(self._buffer[0].item, Control)
-                else self._buffer[0].offset < self._acked
+            while (
+                self._buffer
+                and self._buffer[0].serial < self._sent_below
+                and _covered(self._buffer[0], self._acked)
             ):
                 self._buffer.popleft()
             self._cond.notify_all()
@@ -76,11 +80,7 @@ class Outbox:
         with self._cond:
             offset = min(offset, self._offset)
             self._acked = max(self._acked, offset)
-            while self._buffer and (
-                self._buffer[0].end <= offset
-                if not isinstance(self._buffer[0].item, Control)
-                else self._buffer[0].offset < offset
-            ):
+            while self._buffer and _covered(self._buffer[0], offset):
                 self._buffer.popleft()
             if self._buffer and self._buffer[0].offset < offset:
                 head = self._buffer[0]
@@ -97,6 +97,7 @@ class Outbox:
     def new_epoch(self) -> int:
         with self._cond:
             self._epoch += 1
+            self._sent_below = 0  # nothing is sent on the new connection yet
             self._cond.notify_all()
             return self._epoch
 
@@ -120,6 +121,9 @@ class Outbox:
                 self._pacer.delay(audio_item_duration_s(entry.item, self._config))
             ):
                 return
+            with self._cond:
+                if epoch == self._epoch:
+                    self._sent_below = max(self._sent_below, next_serial)
             yield request_for(entry.item)
 
     def _next(
@@ -148,3 +152,8 @@ class Outbox:
         if item is not Control.KEEP_ALIVE:  # a keep-alive is never worth resending
             self._buffer.append(entry)
         return entry, True
+
+
+def _covered(entry: _Entry, acked: int) -> bool:
+    """The server has `entry`: audio up to its end, or a control item with audio after it."""
+    return entry.offset < acked if isinstance(entry.item, Control) else entry.end <= acked

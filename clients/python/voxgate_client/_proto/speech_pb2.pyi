@@ -294,7 +294,8 @@ class StreamingConfig(_message.Message):
     """Highest `seq` the client received before the disconnect; later responses are sent again."""
     resume_audio_bytes: _builtins.int
     """Audio bytes of the stream the client will send again from (a FlowStatus.acked_audio_bytes
-    it received, or 0); bytes the server already has are skipped.
+    it received, or 0); bytes the server already has are skipped, by count, so the client
+    resends every byte from there in order, even ones that replayed responses acknowledge.
     """
     @_builtins.property
     def endpointing(self) -> Global___EndpointingConfig: ...
