@@ -41,6 +41,7 @@ from .intake import AudioIntake, Chunk
 from .log import ResponseLog
 from .replay import ReplayBuffer
 from .stats import SessionStats
+from .timers import SessionTimers
 
 log = structlog.get_logger("session")
 ENGINE_QUEUE_CHUNKS = 64  # 5 s of 80 ms chunks waiting for the engine, then the client is not read
@@ -107,9 +108,8 @@ class Session:
         self._end_message = ""
         self._close_deadline: float | None = None
         self._attached = False
-        self._detached_at: float | None = None
-        self._last_activity = clock.monotonic()
-        self._idle_warned = False
+        self._timers = SessionTimers(clock, cfg.idle_timeout_s, server.resume_window_s,
+                                     cfg.flow_status_interval_s)
         self._closing_resets = 0
         self._written_ms = 0
         self._write_lag_ms = 0
@@ -162,14 +162,13 @@ class Session:
         if resume_audio_bytes is not None:
             self._intake.resume_from(resume_audio_bytes)
         self._attached = True
-        self._detached_at = None
-        self._last_activity = self._clock.monotonic()
+        self._timers.attached()
 
     def detach(self) -> None:
         """The client vanished without ending the session: wait for a resume."""
         self._attached = False
         if self._input_open:
-            self._detached_at = self._clock.monotonic()
+            self._timers.detached()
             log.info("session_detached", window_s=self._server.resume_window_s)
 
     async def consume(self, inputs: AsyncIterator[ClientInput]) -> None:
@@ -190,8 +189,7 @@ class Session:
                     await self.finish_input(self._stop_reason if stopped else EndReason.CLIENT_END)
                     return
                 assert not isinstance(msg, _Stopped)
-                self._last_activity = self._clock.monotonic()
-                self._idle_warned = False
+                self._timers.activity()
                 await self._accept(msg)
             if self._input_open:
                 await self.finish_input(self._stop_reason)
@@ -440,28 +438,21 @@ class Session:
     # -- timers ------------------------------------------------------------
 
     async def _watch(self) -> None:
-        """Idle timeout (with a warning first), the resume window, and FlowStatus reports."""
-        next_flow = self._clock.monotonic()
+        """Act on the session's timers (see SessionTimers) until client input ends."""
         while self._input_open:
             await asyncio.sleep(WATCH_INTERVAL_S)
-            now = self._clock.monotonic()
-            if self._detached_at is not None:
-                if now - self._detached_at > self._server.resume_window_s:
-                    log.info("resume_window_passed")
-                    await self.finish_input(EndReason.CLIENT_GONE)
+            due = self._timers.tick(holding_client_back=self._consumer is not None and not self._reading
+                                    and self._queue.full())
+            if due.resume_window_passed:
+                log.info("resume_window_passed")
+                await self.finish_input(EndReason.CLIENT_GONE)
                 continue
-            if self._consumer is not None and not self._reading and self._queue.full():
-                self._last_activity = now  # we hold the client back (flow control): it is not idle
-            idle = now - self._last_activity
-            timeout = self.cfg.idle_timeout_s
-            if idle > timeout:
+            if due.idle_timeout:
                 self.stop_input(EndReason.IDLE_TIMEOUT)
-            elif idle > timeout * 0.5 and not self._idle_warned:
-                self._idle_warned = True
-                self.log.append(Notice("IDLE_WARNING", f"no audio or keep_alive for {idle:.1f}s; the session "
-                                       f"ends after {timeout:.1f}s without one"))
-            if self.cfg.flow_status_interval_s and now >= next_flow:
-                next_flow = now + self.cfg.flow_status_interval_s
+            elif due.idle_warning_after_s is not None:
+                self.log.append(Notice("IDLE_WARNING", f"no audio or keep_alive for {due.idle_warning_after_s:.1f}s; "
+                                       f"the session ends after {self.cfg.idle_timeout_s:.1f}s without one"))
+            if due.flow_report:
                 self.log.append(self.flow_report())
 
     def flow_report(self) -> FlowReport:

@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Iterator
 
 from voxgate_client import FINALIZE, StreamConfig
 from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client.outbox import Outbox
+from voxgate_client.outbox import AsyncOutbox, Outbox
 
 CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=16000)
 FIRST = pb.StreamingRecognizeRequest(config=pb.StreamingConfig())
 ITEM = 100  # bytes per audio item
 
 
+def answered() -> threading.Event:
+    """The server's first response on the connection has arrived."""
+    event = threading.Event()
+    event.set()
+    return event
+
+
+def answered_async() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
+def outbox_items(items: int) -> Iterator[bytes]:
+    return (bytes([k]) * ITEM for k in range(items))
+
+
 def outbox(items: int) -> Outbox:
-    return Outbox((bytes([k]) * ITEM for k in range(items)), CONFIG, pace=None, max_unacked=1 << 20)
+    return Outbox(outbox_items(items), CONFIG, pace=None, max_unacked=1 << 20)
 
 
 def take(sender: Iterator[pb.StreamingRecognizeRequest], n: int) -> list[pb.StreamingRecognizeRequest]:
@@ -28,10 +47,10 @@ def audio_offsets(requests: list[pb.StreamingRecognizeRequest]) -> list[int]:
 
 def test_a_resend_starts_at_the_resume_offset_and_stays_contiguous_whatever_acks_arrive() -> None:
     box = outbox(6)
-    first = box.sender(FIRST, box.new_epoch(), threading.Event())
+    first = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
     assert audio_offsets(take(first, 5)[1:]) == [0, 100, 200, 300]  # sent; the connection then dies unacked
 
-    resend = box.sender(FIRST, box.new_epoch(), threading.Event())
+    resend = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
     assert box.resume_offset() == 0
     # The resumed stream first replays what the server logged before the drop: acks up to 300. The
     # server skips 300 resent bytes by count, so all of them must still be sent, from offset 0.
@@ -42,7 +61,7 @@ def test_a_resend_starts_at_the_resume_offset_and_stays_contiguous_whatever_acks
 
 def test_an_ack_releases_what_this_connection_sent() -> None:
     box = outbox(4)
-    sender = box.sender(FIRST, box.new_epoch(), threading.Event())
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
     take(sender, 3)  # config, items 0 and 1
     box.ack(200)
     assert box.resume_offset() == 200
@@ -58,9 +77,87 @@ def test_an_ack_releases_what_this_connection_sent() -> None:
 def test_a_finalize_is_kept_until_audio_after_it_is_acknowledged() -> None:
     items = [b"\1" * ITEM, FINALIZE, b"\2" * ITEM]
     box = Outbox(iter(items), CONFIG, pace=None, max_unacked=1 << 20)
-    sender = box.sender(FIRST, box.new_epoch(), threading.Event())
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
     take(sender, 4)
     box.ack(100)
     assert box.resume_offset() == 100  # the finalize at 100 may not have arrived: resent
     box.ack(200)
     assert box.resume_offset() == 200
+
+
+def test_the_asyncio_outbox_resends_contiguously_too() -> None:
+    async def run() -> list[int]:
+        box = AsyncOutbox(outbox_items(6), CONFIG, pace=None, max_unacked=1 << 20)
+        first = box.sender(FIRST, box.new_epoch(), asyncio.Event(), answered_async())
+        assert audio_offsets([await anext(first) for _ in range(5)][1:]) == [0, 100, 200, 300]
+        resend = box.sender(FIRST, box.new_epoch(), asyncio.Event(), answered_async())
+        box.ack(300)  # replayed before the resend: must not cut it short
+        assert box.resume_offset() == 0
+        return audio_offsets([r async for r in resend][1:])
+
+    assert asyncio.run(run()) == [0, 100, 200, 300, 400, 500]
+
+
+def test_a_source_that_blocks_does_not_hold_up_acknowledgements() -> None:
+    release = threading.Event()
+
+    def live() -> Iterator[bytes]:
+        yield b"\0" * ITEM
+        release.wait(10)  # a microphone between chunks
+        yield b"\1" * ITEM
+
+    box = Outbox(live(), CONFIG, pace=None, max_unacked=1 << 20)
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    take(sender, 2)
+    reader = threading.Thread(target=lambda: take(sender, 1))
+    reader.start()  # blocked in the source
+    start = time.monotonic()
+    box.ack(ITEM)
+    assert time.monotonic() - start < 1 and box.resume_offset() == ITEM
+    release.set()
+    reader.join(5)
+
+
+def test_a_sender_cancelled_inside_a_live_source_leaves_the_source_to_the_next_one() -> None:
+    # grpc.aio cancels the task draining a dead connection's requests. If that lands while the
+    # sender awaits the caller's async source, the source must not be ended by it: the next
+    # connection's sender gets the item the read was waiting for, and the rest.
+    async def run() -> list[int]:
+        spoken = asyncio.Event()
+
+        async def microphone() -> AsyncIterator[bytes]:
+            yield bytes([0]) * ITEM
+            await spoken.wait()
+            for k in (1, 2):
+                yield bytes([k]) * ITEM
+
+        box = AsyncOutbox(microphone(), CONFIG, pace=None, max_unacked=1 << 20)
+        first = box.sender(FIRST, box.new_epoch(), asyncio.Event(), answered_async())
+        await anext(first)
+        await anext(first)  # item 0
+        pending = asyncio.ensure_future(anext(first))  # waits inside the microphone
+        await asyncio.sleep(0.01)
+        pending.cancel()  # the connection died
+        await asyncio.gather(pending, return_exceptions=True)
+        resend = box.sender(FIRST, box.new_epoch(), asyncio.Event(), answered_async())
+        spoken.set()
+        return audio_offsets([r async for r in resend][1:])
+
+    assert asyncio.run(run()) == [0, 100, 200]
+
+
+def test_no_audio_goes_out_before_the_server_answers_the_config() -> None:
+    # A refusal (SESSION_ATTACHED, CAPACITY) must come back before any audio write: grpc.aio would
+    # report a write that fails on a refused call as INTERNAL and hide the refusal.
+    box = outbox(2)
+    answer = threading.Event()
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answer)
+    assert next(sender) == FIRST
+    got: list[pb.StreamingRecognizeRequest] = []
+    reader = threading.Thread(target=lambda: got.append(next(sender)))
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive() and not got, "audio waited for the answer"
+    answer.set()
+    reader.join(5)
+    assert audio_offsets(got) == [0]

@@ -12,9 +12,11 @@ from voxgate_client import (
     AsyncSpeechClient,
     SpeechClient,
     StreamConfig,
+    chunks,
     error_details,
     response_to_dict,
 )
+from voxgate_client._proto import speech_pb2 as pb
 
 CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=8000, interim_results=False)
 CHUNK = b"\x00\x01" * 800  # 100 ms at 8 kHz LINEAR16
@@ -167,3 +169,16 @@ async def test_async_early_break_cancels_writer(fake_speech):
             assert response.WhichOneof("response") == "started"
             break
         await asyncio.wait_for(stream.aclose(), timeout=5)
+
+
+@pytest.mark.asyncio
+async def test_async_stream_ends_normally_when_the_server_ends_it_mid_send(fake_server):
+    # A real server ends each session at its max duration (0.5 s) while the client is still sending
+    # 20 s. grpc.aio may report the write that lost that race as INTERNAL "Internal error from Core"
+    # instead of the call's OK (grpc/grpc#36066; 5 of 20 streams did here): the stream must still end
+    # with its SessionEnded and no error.
+    config = StreamConfig("linear16", 16000, max_duration_s=0.5)
+    for _ in range(20):
+        async with AsyncSpeechClient(fake_server.target) as client:
+            responses = [r async for r in client.stream(config, chunks(b"\0" * 640_000, 3200))]
+        assert responses[-1].ended.reason == pb.SESSION_END_REASON_MAX_DURATION

@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.client_streams import CLIENT_KINDS, client_stream
 from tests.helpers import ServerProcess, start_server
 from tests.reliability.streams import speech_pattern
 from voxgate_client import FINALIZE, AudioItem, ResumePolicy, SpeechClient, StreamConfig, chunks
@@ -121,25 +122,27 @@ def summary(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[int, s
              r.result.end_offset.ToMilliseconds()) for r in responses if r.HasField("result") and r.result.is_final]
 
 
-def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy, fake_server: ServerProcess) -> None:
-    with SpeechClient(proxy.target) as client:
-        reference = list(client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60))
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy, fake_server: ServerProcess,
+                                                                    client_kind: str) -> None:
+    reference = list(client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
+                                   timeout=60))
     assert reference[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
     connections = proxy.accepted  # channels to one target may share a connection: count new ones
 
     got: list[pb.StreamingRecognizeResponse] = []
     cuts: list[float] = []
     recovered: list[float] = []  # cut → first response on the resumed stream
-    with SpeechClient(proxy.target) as client:
-        for response in client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60):
-            got.append(response)
-            if len(cuts) > len(recovered):
-                recovered.append(time.monotonic() - cuts[-1])
-            n = len(summary(got))
-            if response.HasField("result") and response.result.is_final and n in (1, 3):
-                cuts.append(time.monotonic())
-                proxy.cut()  # twice: right after the first and the third final result
-    print(f"\nclient resume: connection cut → first response of the resumed stream: "
+    for response in client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
+                                  timeout=60):
+        got.append(response)
+        if len(cuts) > len(recovered):
+            recovered.append(time.monotonic() - cuts[-1])
+        n = len(summary(got))
+        if response.HasField("result") and response.result.is_final and n in (1, 3):
+            cuts.append(time.monotonic())
+            proxy.cut()  # twice: right after the first and the third final result
+    print(f"\nclient resume ({client_kind}): connection cut → first response of the resumed stream: "
           f"{', '.join(f'{t:.3f}s' for t in recovered)}")
     assert len(cuts) == 2 and proxy.accepted - connections >= 2, "two drops, each resumed on a new connection"
     finals = [r.result for r in got if r.HasField("result") and r.result.is_final]
@@ -155,23 +158,25 @@ def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy
     assert len(resumed) == 2, "the same session was resumed twice (not restarted)"
 
 
-def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_path: Path) -> None:
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_path: Path, client_kind: str) -> None:
     # The server's keepalive (1 s + 1 s here; 20 s + 10 s by default) is what tells it the first
     # connection is gone; until then it refuses the resume with SESSION_ATTACHED and the client retries.
     server = start_server(tmp_path, "--keepalive-time-s", "1", "--keepalive-timeout-s", "1", engine="fake")
     proxy = Proxy(server.target)
     try:
-        with SpeechClient(proxy.target) as client:
-            reference = list(client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60))
-            got: list[pb.StreamingRecognizeResponse] = []
-            abandoned_at = recovered_after = 0.0
-            for response in client.stream(CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60):
-                got.append(response)
-                if abandoned_at and not recovered_after:
-                    recovered_after = time.monotonic() - abandoned_at
-                if not abandoned_at and len(summary(got)) == 1:
-                    abandoned_at = time.monotonic()
-                    proxy.abandon()
+        reference = list(client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
+                                       timeout=60))
+        got: list[pb.StreamingRecognizeResponse] = []
+        abandoned_at = recovered_after = 0.0
+        for response in client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
+                                      timeout=60):
+            got.append(response)
+            if abandoned_at and not recovered_after:
+                recovered_after = time.monotonic() - abandoned_at
+            if not abandoned_at and len(summary(got)) == 1:
+                abandoned_at = time.monotonic()
+                proxy.abandon()
     finally:
         proxy.close()
         log = server.log()
@@ -186,13 +191,13 @@ def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_
     assert 0.5 < recovered_after < 10.0, "resumed once the server's keepalive gave up on the old connection"
 
 
-def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy) -> None:
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy, client_kind: str) -> None:
     policy = ResumePolicy(max_attempts=3, backoff_s=0.05, flow_status_interval_ms=100)
-    got: list[pb.StreamingRecognizeResponse] = []
     start = time.monotonic()
-    with SpeechClient(proxy.target) as client, pytest.raises(grpc.RpcError) as info:
-        for response in client.stream(CONFIG, audio_items(), pace=1.0, resume=policy, timeout=60):
-            got.append(response)
+    with pytest.raises(grpc.RpcError) as info:
+        for response in client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=1.0, resume=policy,
+                                      timeout=60):
             if response.HasField("started"):
                 proxy.close()  # the server is unreachable from now on
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -207,13 +212,14 @@ def test_without_resume_a_dropped_connection_is_an_error(proxy: Proxy) -> None:
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Proxy) -> None:
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Proxy, client_kind: str) -> None:
     def failing() -> Iterator[AudioItem]:
         yield b"\0" * 3200
         raise RuntimeError("microphone unplugged")
 
-    with SpeechClient(proxy.target) as client, pytest.raises(RuntimeError, match="unplugged"):
-        list(client.stream(CONFIG, failing(), resume=POLICY, timeout=30))
+    with pytest.raises(RuntimeError, match="unplugged"):
+        list(client_stream(client_kind, proxy.target, CONFIG, failing(), resume=POLICY, timeout=30))
 
 
 def test_resume_policy_validates() -> None:

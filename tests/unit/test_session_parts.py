@@ -1,4 +1,4 @@
-"""The session's replay buffer and freeze watch, on an injected clock."""
+"""The session's replay buffer, freeze watch and timers, on an injected clock."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed
 from service.session.freeze import FreezeWatch, Frozen
 from service.session.intake import Chunk
 from service.session.replay import ReplayBuffer
+from service.session.timers import Due, SessionTimers
 
 
 class FakeClock:
@@ -71,3 +72,54 @@ def test_the_freeze_watch_fires_once_speech_goes_unanswered() -> None:
     watch.sent(chunk(400))
     watch.answered(Closed(480))
     assert watch.unanswered_since is None
+
+
+def test_idle_warns_once_at_half_the_timeout_then_times_out() -> None:
+    clock = FakeClock()
+    timers = SessionTimers(clock, idle_timeout_s=10, resume_window_s=30, flow_interval_s=None)
+    clock.now += 4.9
+    assert timers.tick(holding_client_back=False) == Due()
+    clock.now += 0.2
+    assert timers.tick(holding_client_back=False).idle_warning_after_s == pytest.approx(5.1)
+    clock.now += 1
+    assert timers.tick(holding_client_back=False) == Due(), "warned once per idle spell"
+    timers.activity()  # a keep-alive
+    clock.now += 9
+    assert timers.tick(holding_client_back=False).idle_warning_after_s == pytest.approx(9), "warned again"
+    clock.now += 1.1
+    assert timers.tick(holding_client_back=False) == Due(idle_timeout=True)
+
+
+def test_a_client_held_back_by_flow_control_is_not_idle() -> None:
+    clock = FakeClock()
+    timers = SessionTimers(clock, idle_timeout_s=10, resume_window_s=30, flow_interval_s=None)
+    for _ in range(30):
+        clock.now += 1
+        assert timers.tick(holding_client_back=True) == Due()
+    clock.now += 10.5
+    assert timers.tick(holding_client_back=False).idle_timeout
+
+
+def test_while_detached_only_the_resume_window_runs() -> None:
+    clock = FakeClock()
+    timers = SessionTimers(clock, idle_timeout_s=10, resume_window_s=30, flow_interval_s=1)
+    assert timers.tick(holding_client_back=False) == Due(flow_report=True)
+    timers.detached()
+    clock.now += 29
+    assert timers.tick(holding_client_back=False) == Due(), "no idle timeout, no FlowStatus while detached"
+    timers.attached()  # resumed in time: the idle clock starts afresh
+    clock.now += 1
+    assert timers.tick(holding_client_back=False) == Due(flow_report=True)
+    timers.detached()
+    clock.now += 30.5
+    assert timers.tick(holding_client_back=False) == Due(resume_window_passed=True)
+
+
+def test_flow_reports_come_every_interval() -> None:
+    clock = FakeClock()
+    timers = SessionTimers(clock, idle_timeout_s=100, resume_window_s=30, flow_interval_s=0.5)
+    due = []
+    for _ in range(20):  # 2 s in 0.1 s ticks
+        due.append(timers.tick(holding_client_back=False).flow_report)
+        clock.now += 0.1
+    assert sum(due) == 4 and due[0]

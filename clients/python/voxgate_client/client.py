@@ -21,8 +21,10 @@ import grpc.aio
 from ._proto import speech_pb2, speech_pb2_grpc
 from .audio import chunk_bytes, chunks
 from .config import AudioItem, StreamConfig, audio_item_duration_s, config_request, request_for
+from .outbox import aiter_items
 from .pacing import Pacer
-from .resume import ResumePolicy, resuming_stream
+from .responses import ends_with_ok, is_aio_failed_write
+from .resume import ResumePolicy, resuming_stream, resuming_stream_async
 
 __all__ = ["AsyncSpeechClient", "SpeechClient", "Transcript"]
 
@@ -207,17 +209,6 @@ class SpeechClient:
         self.close()
 
 
-async def _aiter_items(
-    audio: AsyncIterable[AudioItem] | Iterable[AudioItem],
-) -> AsyncIterator[AudioItem]:
-    if isinstance(audio, AsyncIterable):
-        async for item in audio:
-            yield item
-    else:
-        for item in audio:
-            yield item
-
-
 def _raise_failure(writer: asyncio.Task[None]) -> None:
     """Re-raise what made the request writer fail (e.g. the audio iterable's error)."""
     if writer.done() and not writer.cancelled() and (exc := writer.exception()) is not None:
@@ -258,18 +249,30 @@ class AsyncSpeechClient:
         pace: float | None = None,
         metadata: Metadata | None = None,
         timeout: float | None = None,
+        resume: bool | ResumePolicy = False,
     ) -> AsyncIterator[Response]:
-        """Stream `audio` and yield responses as they arrive (see SpeechClient.stream).
+        """Stream `audio` and yield responses as they arrive (see SpeechClient.stream, `resume`
+        included).
 
         A plain (sync) iterable is drained on the event loop, so it must not block.
         """
+        if resume:
+            policy = resume if isinstance(resume, ResumePolicy) else ResumePolicy()
+            async for response in resuming_stream_async(
+                self._stub, config, audio, pace=pace, metadata=metadata, timeout=timeout,
+                policy=policy,
+            ):
+                yield response
+            return
         call = self._stub.StreamingRecognize(metadata=metadata, timeout=timeout)
         pacer = Pacer(pace)
+        answered = asyncio.Event()  # see voxgate_client.outbox.SENDS_AFTER_THE_ANSWER
 
         async def write_requests() -> None:
             try:
                 await call.write(config_request(config))
-                async for item in _aiter_items(audio):
+                await answered.wait()
+                async for item in aiter_items(audio):
                     await asyncio.sleep(pacer.delay(audio_item_duration_s(item, config)))
                     await call.write(request_for(item))
                 await call.done_writing()
@@ -283,17 +286,24 @@ class AsyncSpeechClient:
 
         # Keep a reference: the event loop holds tasks only weakly.
         writer = asyncio.create_task(write_requests(), name="voxgate-request-writer")
+        ended_ok = False
         try:
             async for response in call:
+                answered.set()
+                if response.HasField("ended"):
+                    ended_ok = ends_with_ok(response.ended)
                 yield response
-        except (grpc.RpcError, asyncio.CancelledError):
+        except (grpc.RpcError, asyncio.CancelledError) as e:
             _raise_failure(writer)
+            if ended_ok and isinstance(e, grpc.RpcError) and is_aio_failed_write(e):
+                return  # the server ended the stream while we were still sending: a normal end
             raise
         else:
             _raise_failure(writer)
         finally:
             # Once the server has closed the stream, unsent audio is moot: stop
             # the writer even if it is waiting on a live source or a pacing sleep.
+            answered.set()
             call.cancel()
             writer.cancel()
             # wait() never raises the writer's outcome, yet our own cancellation
@@ -310,14 +320,15 @@ class AsyncSpeechClient:
         pace: float | None = None,
         metadata: Metadata | None = None,
         timeout: float | None = None,
+        resume: bool | ResumePolicy = False,
     ) -> Transcript:
         items = (
             _as_items(audio, config) if isinstance(audio, (bytes, bytearray, memoryview)) else audio
         )
-        responses = [
-            r
-            async for r in self.stream(config, items, pace=pace, metadata=metadata, timeout=timeout)
-        ]
+        stream = self.stream(
+            config, items, pace=pace, metadata=metadata, timeout=timeout, resume=resume
+        )
+        responses = [r async for r in stream]
         return _transcript(responses)
 
     async def close(self) -> None:

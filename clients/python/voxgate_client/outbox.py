@@ -1,14 +1,18 @@
 """The audio of a resuming stream: read once from the caller's iterable, kept until acknowledged.
 
-Each connection gets a sender (a request iterator grpc drains on its own thread); a sender of a dead
-connection stops, and the next one resends from the buffer, so no item is lost or read twice.
+Each connection gets a sender (the request iterator grpc drains); a sender of a dead connection
+stops, and the next one resends from the buffer, so no item is lost or read twice.
+`OutboxBuffer` is the bookkeeping; `Outbox` (threads, the blocking client) and `AsyncOutbox`
+(asyncio) drive it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 
 from ._proto import speech_pb2
@@ -16,6 +20,12 @@ from .config import AudioItem, Control, StreamConfig, audio_item_duration_s, req
 from .pacing import Pacer
 
 Request = speech_pb2.StreamingRecognizeRequest
+WAIT_S = 0.1  # how often a sender held back by unacknowledged audio checks whether to stop
+# SENDS_AFTER_THE_ANSWER: a sender sends its config, then waits for the server's first response
+# (or the end of the call) before any audio. A refusal (SESSION_ATTACHED on a resume, CAPACITY,
+# DRAINING) then arrives before any write; otherwise grpc.aio may report the write it fails as
+# INTERNAL and hide the refusal (grpc/grpc#36066). It costs one round trip at the start of a
+# connection; pacing catches up.
 
 
 @dataclass
@@ -29,122 +39,92 @@ class _Entry:
         return self.offset + (0 if isinstance(self.item, Control) else len(self.item))
 
 
-class Outbox:
-    """The audio iterable, read once, and what was read but not yet acknowledged.
+def _covered(entry: _Entry, acked: int) -> bool:
+    """The server has `entry`: audio up to its end, or a control item with audio after it."""
+    return entry.offset < acked if isinstance(entry.item, Control) else entry.end <= acked
 
-    Each connection gets a sender (a request iterator grpc drains on its own
-    thread); a sender of a dead connection stops, and the next one resends
-    from the buffer, so no item is lost or read twice from the iterable.
+
+class Step(enum.Enum):
+    STOP = "stop"  # this connection is over (or the iterable is done and all is sent)
+    RESEND = "resend"  # a buffered item goes out again
+    READ = "read"  # take the next item from the iterable
+    WAIT = "wait"  # too much unacknowledged audio: wait for the server
+
+
+class OutboxBuffer:
+    """What was read from the iterable but not yet acknowledged, and where each connection is.
+
+    Not thread-safe: `Outbox` holds a lock around it; `AsyncOutbox` runs on one event loop.
     """
 
-    def __init__(
-        self, audio: Iterable[AudioItem], config: StreamConfig, pace: float | None, max_unacked: int
-    ) -> None:
-        self._items = iter(audio)
+    def __init__(self, config: StreamConfig, pace: float | None, max_unacked: int) -> None:
         self._config = config
         self._pacer = Pacer(pace)
         self._max_unacked = max_unacked
-        self._cond = threading.Condition()
         self._buffer: deque[_Entry] = deque()
         self._serial = 0
         self._offset = 0  # audio bytes read from the iterable
         self._acked = 0
-        self._exhausted = False
-        self._epoch = 0
+        self.exhausted = False
+        self.epoch = 0
         # Entries below this serial went out on the current connection; only those may be released
         # by an ack. A resumed stream must resend every byte from its resume offset, in order (the
         # server skips by count), and acks the server logged before the drop can arrive first.
         self._sent_below = 0
-        self.failure: Exception | None = None  # what the caller's iterable raised
 
     def resume_offset(self) -> int:
         """Where the next connection's audio starts: the oldest unacknowledged item."""
-        with self._cond:
-            return self._buffer[0].offset if self._buffer else self._offset
+        return self._buffer[0].offset if self._buffer else self._offset
 
     def ack(self, acked_bytes: int) -> None:
-        with self._cond:
-            self._acked = max(self._acked, acked_bytes)
-            while (
-                self._buffer
-                and self._buffer[0].serial < self._sent_below
-                and _covered(self._buffer[0], self._acked)
-            ):
-                self._buffer.popleft()
-            self._cond.notify_all()
+        self._acked = max(self._acked, acked_bytes)
+        while (
+            self._buffer
+            and self._buffer[0].serial < self._sent_below
+            and _covered(self._buffer[0], self._acked)
+        ):
+            self._buffer.popleft()
 
     def restart_at(self, offset: int) -> int:
         """A new session takes over at stream offset `offset`: what is before it is dropped (an
         audio chunk straddling it is cut there). Returns where the new session's audio starts:
         `offset`, or later when the audio from `offset` on is no longer held."""
-        with self._cond:
-            offset = min(offset, self._offset)
-            self._acked = max(self._acked, offset)
-            while self._buffer and _covered(self._buffer[0], offset):
-                self._buffer.popleft()
-            if self._buffer and self._buffer[0].offset < offset:
-                head = self._buffer[0]
-                assert not isinstance(head.item, Control)
-                self._buffer[0] = _Entry(head.serial, offset, head.item[offset - head.offset :])
-            self._cond.notify_all()
-            return self._buffer[0].offset if self._buffer else self._offset
+        offset = min(offset, self._offset)
+        self._acked = max(self._acked, offset)
+        while self._buffer and _covered(self._buffer[0], offset):
+            self._buffer.popleft()
+        if self._buffer and self._buffer[0].offset < offset:
+            head = self._buffer[0]
+            assert not isinstance(head.item, Control)
+            self._buffer[0] = _Entry(head.serial, offset, head.item[offset - head.offset :])
+        return self._buffer[0].offset if self._buffer else self._offset
 
     def finished(self) -> bool:
         """The iterable is exhausted and nothing read from it waits to be (re)sent."""
-        with self._cond:
-            return self._exhausted and not self._buffer
+        return self.exhausted and not self._buffer
 
     def new_epoch(self) -> int:
-        with self._cond:
-            self._epoch += 1
-            self._sent_below = 0  # nothing is sent on the new connection yet
-            self._cond.notify_all()
-            return self._epoch
+        self.epoch += 1
+        self._sent_below = 0  # nothing is sent on the new connection yet
+        return self.epoch
 
-    def sender(self, first: Request, epoch: int, stop: threading.Event) -> Iterator[Request]:
-        """One connection's requests: `first`, the unacknowledged items, then new ones."""
-        yield first
-        next_serial = 0
-        while True:
-            try:
-                with self._cond:
-                    found = self._next(next_serial, epoch, stop)
-            except Exception as e:  # the caller's iterable failed: the caller gets this error
-                self.failure = e
-                raise
-            if found is None:
-                return
-            entry, fresh = found
-            next_serial = entry.serial + 1
-            # Pace new audio only; a resend goes out at once.
-            if fresh and stop.wait(
-                self._pacer.delay(audio_item_duration_s(entry.item, self._config))
-            ):
-                return
-            with self._cond:
-                if epoch == self._epoch:
-                    self._sent_below = max(self._sent_below, next_serial)
-            yield request_for(entry.item)
+    def step(self, next_serial: int, epoch: int, stopped: bool) -> tuple[Step, _Entry | None]:
+        """What the sender of connection `epoch`, having sent up to `next_serial`, does next."""
+        if epoch != self.epoch or stopped:
+            return Step.STOP, None  # this connection is over; the next one resends from the buffer
+        for entry in self._buffer:
+            if entry.serial >= next_serial:
+                return Step.RESEND, entry
+        if self.exhausted:
+            return Step.STOP, None
+        if self._offset - self._acked < self._max_unacked:
+            return Step.READ, None
+        return Step.WAIT, None
 
-    def _next(
-        self, next_serial: int, epoch: int, stop: threading.Event
-    ) -> tuple[_Entry, bool] | None:
-        """Under the lock: the next buffered item to resend, else a new one from the iterable."""
-        while True:
-            if epoch != self._epoch or stop.is_set():
-                return None  # this connection is over; the next one resends from the buffer
-            for entry in self._buffer:
-                if entry.serial >= next_serial:
-                    return entry, False
-            if self._exhausted:
-                return None
-            if self._offset - self._acked < self._max_unacked:
-                break
-            self._cond.wait(0.1)  # too much unacknowledged audio: wait for the server
-        try:
-            item = next(self._items)
-        except StopIteration:
-            self._exhausted = True
+    def read(self, item: AudioItem | None) -> tuple[_Entry, bool] | None:
+        """The item just read from the iterable (None: it is exhausted), as a new one to send."""
+        if item is None:
+            self.exhausted = True
             return None
         entry = _Entry(self._serial, self._offset, item)
         self._serial += 1
@@ -153,7 +133,218 @@ class Outbox:
             self._buffer.append(entry)
         return entry, True
 
+    def pace_s(self, entry: _Entry, fresh: bool) -> float:
+        """Seconds to wait before sending `entry`: new audio is paced; a resend goes out at once."""
+        return self._pacer.delay(audio_item_duration_s(entry.item, self._config)) if fresh else 0.0
 
-def _covered(entry: _Entry, acked: int) -> bool:
-    """The server has `entry`: audio up to its end, or a control item with audio after it."""
-    return entry.offset < acked if isinstance(entry.item, Control) else entry.end <= acked
+    def sending(self, entry: _Entry, epoch: int) -> None:
+        """`entry` is handed to connection `epoch`."""
+        if epoch == self.epoch:
+            self._sent_below = max(self._sent_below, entry.serial + 1)
+
+
+class Outbox:
+    """The blocking client's outbox: grpc drains each sender on its own thread."""
+
+    def __init__(
+        self, audio: Iterable[AudioItem], config: StreamConfig, pace: float | None, max_unacked: int
+    ) -> None:
+        self._items = iter(audio)
+        self._cond = threading.Condition()
+        self._reading = threading.Lock()
+        self._box = OutboxBuffer(config, pace, max_unacked)
+        self.failure: Exception | None = None  # what the caller's iterable raised
+
+    def resume_offset(self) -> int:
+        with self._cond:
+            return self._box.resume_offset()
+
+    def ack(self, acked_bytes: int) -> None:
+        with self._cond:
+            self._box.ack(acked_bytes)
+            self._cond.notify_all()
+
+    def restart_at(self, offset: int) -> int:
+        with self._cond:
+            start = self._box.restart_at(offset)
+            self._cond.notify_all()
+            return start
+
+    def finished(self) -> bool:
+        with self._cond:
+            return self._box.finished()
+
+    def new_epoch(self) -> int:
+        with self._cond:
+            epoch = self._box.new_epoch()
+            self._cond.notify_all()
+            return epoch
+
+    def sender(
+        self, first: Request, epoch: int, stop: threading.Event, answered: threading.Event
+    ) -> Iterator[Request]:
+        """One connection's requests: `first`, then (once the server has `answered` it) the
+        unacknowledged items, then new ones."""
+        yield first
+        answered.wait()  # see SENDS_AFTER_THE_ANSWER
+        next_serial = 0
+        while True:
+            found = self._next(next_serial, epoch, stop)
+            if found is None:
+                return
+            entry, fresh = found
+            next_serial = entry.serial + 1
+            delay = self._box.pace_s(entry, fresh)
+            if delay and stop.wait(delay):
+                return
+            with self._cond:
+                self._box.sending(entry, epoch)
+            yield request_for(entry.item)
+
+    def _next(
+        self, next_serial: int, epoch: int, stop: threading.Event
+    ) -> tuple[_Entry, bool] | None:
+        """The next item to (re)send, and whether it is new; None: this connection is over."""
+        while True:
+            with self._cond:
+                step, entry = self._box.step(next_serial, epoch, stop.is_set())
+                if step is Step.WAIT:
+                    self._cond.wait(WAIT_S)
+                    continue
+                if step is not Step.READ:
+                    return (entry, False) if entry is not None else None
+            # One reader of the iterable at a time (a dead connection's sender may still be in it),
+            # outside the lock: a source that blocks must not hold up acknowledgements.
+            with self._reading:
+                with self._cond:
+                    if self._box.step(next_serial, epoch, stop.is_set())[0] is not Step.READ:
+                        continue  # the other reader got an item: it is ours to resend
+                try:
+                    item = next(self._items)
+                except StopIteration:
+                    item = None
+                except Exception as e:  # the caller's iterable failed: the caller gets this error
+                    self.failure = e
+                    raise
+                with self._cond:
+                    return self._box.read(item)
+
+
+async def aiter_items(
+    audio: AsyncIterable[AudioItem] | Iterable[AudioItem],
+) -> AsyncIterator[AudioItem]:
+    """Audio items from an async or a plain iterable (a plain one must not block)."""
+    if isinstance(audio, AsyncIterable):
+        async for item in audio:
+            yield item
+    else:
+        for item in audio:
+            yield item
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+class AsyncOutbox:
+    """The asyncio client's outbox: grpc.aio drains each sender on the event loop."""
+
+    def __init__(
+        self,
+        audio: AsyncIterable[AudioItem] | Iterable[AudioItem],
+        config: StreamConfig,
+        pace: float | None,
+        max_unacked: int,
+    ) -> None:
+        self._items = aiter_items(audio)
+        self._box = OutboxBuffer(config, pace, max_unacked)
+        self._read: asyncio.Future[AudioItem | None] | None = (
+            None  # a read of the iterable under way
+        )
+        self._changed = asyncio.Event()  # an ack or a new connection: a waiting sender looks again
+        self.failure: Exception | None = None
+
+    def resume_offset(self) -> int:
+        return self._box.resume_offset()
+
+    def ack(self, acked_bytes: int) -> None:
+        self._box.ack(acked_bytes)
+        self._changed.set()
+
+    def restart_at(self, offset: int) -> int:
+        start = self._box.restart_at(offset)
+        self._changed.set()
+        return start
+
+    def finished(self) -> bool:
+        return self._box.finished()
+
+    def new_epoch(self) -> int:
+        epoch = self._box.new_epoch()
+        self._changed.set()
+        return epoch
+
+    def close(self) -> None:
+        """The stream is over: stop a read of the iterable still under way."""
+        if self._read is not None:
+            self._read.cancel()
+            self._read = None
+
+    async def sender(
+        self, first: Request, epoch: int, stop: asyncio.Event, answered: asyncio.Event
+    ) -> AsyncIterator[Request]:
+        """One connection's requests: `first`, then (once the server has `answered` it) the
+        unacknowledged items, then new ones."""
+        yield first
+        await answered.wait()  # see SENDS_AFTER_THE_ANSWER
+        next_serial = 0
+        while True:
+            found = await self._next(next_serial, epoch, stop)
+            if found is None:
+                return
+            entry, fresh = found
+            next_serial = entry.serial + 1
+            delay = self._box.pace_s(entry, fresh)
+            if delay and await _stopped_within(stop, delay):
+                return
+            self._box.sending(entry, epoch)
+            yield request_for(entry.item)
+
+    async def _next(
+        self, next_serial: int, epoch: int, stop: asyncio.Event
+    ) -> tuple[_Entry, bool] | None:
+        """The next item to (re)send, and whether it is new; None: this connection is over."""
+        while True:
+            self._changed.clear()
+            step, entry = self._box.step(next_serial, epoch, stop.is_set())
+            if step is Step.WAIT:
+                await _stopped_within(self._changed, WAIT_S)
+                continue
+            if step is not Step.READ:
+                return (entry, False) if entry is not None else None
+            # The read runs in a task of its own: grpc.aio cancels a dead connection's sender, and
+            # that cancellation must not land in the caller's source (it would end it). The next
+            # sender takes the item over; exactly one sender claims each read.
+            if self._read is None:
+                self._read = asyncio.ensure_future(_next_item(self._items))
+            read = self._read
+            try:
+                item = await asyncio.shield(read)
+            except Exception as e:  # the caller's iterable failed: the caller gets this error
+                self.failure = e
+                raise
+            if self._read is not read:
+                continue  # another sender claimed it: it is in the buffer, ours to resend
+            self._read = None
+            return self._box.read(item)
+
+
+async def _next_item(items: AsyncIterator[AudioItem]) -> AudioItem | None:
+    try:
+        return await anext(items)
+    except StopAsyncIteration:
+        return None

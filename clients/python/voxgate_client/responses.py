@@ -24,6 +24,31 @@ __all__ = [
 ]
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# grpc.aio reports a write that fails because the call is over (the server finished it while the
+# client was still sending, or the connection went) as INTERNAL with this text, overwriting the
+# call's real status (grpc/grpc#36066). The server's own INTERNAL always carries an ErrorInfo.
+AIO_FAILED_WRITE = "Internal error from Core"
+# A session that ends so closes its stream with an error status; any other end, with OK.
+_ENDS_IN_ERROR = frozenset(
+    {speech_pb2.SESSION_END_REASON_ERROR, speech_pb2.SESSION_END_REASON_ENGINE_LOST}
+)
+
+
+def is_aio_failed_write(error: grpc.RpcError) -> bool:
+    """The grpc.aio artefact above, not a status the server sent."""
+    code, details = getattr(error, "code", None), getattr(error, "details", None)
+    return (
+        callable(code)
+        and code() == grpc.StatusCode.INTERNAL
+        and callable(details)
+        and details() == AIO_FAILED_WRITE
+        and _status_details(error) is None
+    )
+
+
+def ends_with_ok(ended: speech_pb2.SessionEnded) -> bool:
+    """Whether the server closes the stream with OK after this SessionEnded."""
+    return ended.reason not in _ENDS_IN_ERROR
 
 
 def _seconds(d: duration_pb2.Duration) -> float:

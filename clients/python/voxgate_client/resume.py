@@ -1,4 +1,4 @@
-"""Automatic resume of a streaming session after a dropped connection (blocking client).
+"""Automatic resume of a streaming session after a dropped connection (both clients).
 
 With resume on, the stream asks for FlowStatus responses and remembers the
 session's resume token, the last response `seq` it received and the last
@@ -35,9 +35,10 @@ before it, offsets counting from the start of the stream's audio.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -50,10 +51,10 @@ from .config import (
     config_request,
 )
 from .encodings import bytes_per_sample
-from .outbox import Outbox
-from .responses import error_details
+from .outbox import AsyncOutbox, Outbox
+from .responses import ends_with_ok, error_details, is_aio_failed_write
 
-__all__ = ["ResumePolicy", "resuming_stream"]
+__all__ = ["ResumePolicy", "resuming_stream", "resuming_stream_async"]
 
 Response = speech_pb2.StreamingRecognizeResponse
 Request = speech_pb2.StreamingRecognizeRequest
@@ -63,6 +64,10 @@ Metadata = Sequence[tuple[str, str | bytes]]
 # but for SESSION_ATTACHED on a resume: the server has not yet seen the old connection go.
 RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 STILL_ATTACHED = "SESSION_ATTACHED"
+
+
+def _connection_lost(error: grpc.RpcError) -> bool:
+    return error.code() in RESUMABLE or is_aio_failed_write(error)
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,9 @@ class ResumePolicy:
             raise ValueError("flow_status_interval_ms must be positive")
         if self.attached_wait_s < 0:
             raise ValueError("attached_wait_s must be >= 0")
+
+
+_Outbox = Outbox | AsyncOutbox
 
 
 def _first_config(config: StreamConfig, interval_ms: int) -> Request:
@@ -183,6 +191,122 @@ class _Timeline:
             _shift(response.flow_status.acked_audio_offset, ns)
 
 
+class _Resumer:
+    """The decisions of a resuming stream, shared by the blocking and the asyncio client: what to
+    pass to the caller, whether and when to reconnect, and the first request of each connection."""
+
+    def __init__(
+        self, config: StreamConfig, policy: ResumePolicy, outbox: _Outbox, timeout: float | None
+    ) -> None:
+        self._policy = policy
+        self._outbox = outbox
+        self._timeline = _Timeline(config)
+        self._config = config
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._token, self._last_seq = "", 0  # of the current session
+        self._finalized: set[str] = set()
+        self._failures = 0
+        self._attached_since: float | None = (
+            None  # the first SESSION_ATTACHED refusal of this reconnect
+        )
+        self._attached_tries = 0
+        self._reopening = False  # opening a session that replaces a drained one
+        self._ended = self._drained = False
+        self.ended_ok = False  # the session ended and the server closes its stream with OK
+        self._processed = 0  # audio bytes the session says it processed, when it ended
+        self.request = _first_config(config, policy.flow_status_interval_ms)
+
+    def remaining_s(self) -> float | None:
+        return None if self._deadline is None else max(self._deadline - time.monotonic(), 0.0)
+
+    def connecting(self) -> None:
+        self._ended = self._drained = self.ended_ok = False
+        self._processed = 0
+
+    def passes(self, response: Response) -> bool:
+        """Take in a response; whether the caller sees it (shifted onto the stream's timeline)."""
+        self._failures, self._attached_since, self._attached_tries = 0, None, 0
+        if response.seq and response.seq <= self._last_seq:
+            return False  # already delivered before the reconnect
+        self._last_seq = max(self._last_seq, response.seq)
+        kind = response.WhichOneof("response")
+        if kind == "started" and response.started.resumed:
+            return False  # the same session goes on: the caller sees one unbroken stream
+        if kind == "started" and response.started.resume_token:
+            self._token = response.started.resume_token
+        elif kind == "flow_status":
+            self._outbox.ack(self._timeline.audio_bytes + response.flow_status.acked_audio_bytes)
+        elif kind == "ended":
+            self._ended = True
+            self.ended_ok = ends_with_ok(response.ended)
+            self._drained = response.ended.reason == speech_pb2.SESSION_END_REASON_DRAINING
+            self._processed = self._timeline.bytes_of(response.ended.audio_duration)
+        elif kind == "result":
+            if response.result.result_id in self._finalized:
+                return False  # never a result of an utterance already final
+            if response.result.is_final:
+                self._finalized.add(response.result.result_id)
+        self._timeline.apply(response)
+        return True
+
+    def delay_after(self, error: grpc.RpcError) -> float | None:
+        """A connection failed with `error`: seconds to wait before the next one, or None when the
+        stream in fact ended normally. Raises to give up: `error`, or the audio iterable's own."""
+        if self._outbox.failure is not None:
+            raise self._outbox.failure from error
+        if self.ended_ok and is_aio_failed_write(error):
+            return None  # grpc.aio's failed write after the server ended the stream: a normal end
+        delay = self._retry_delay_s(error)
+        if delay is None:
+            raise error
+        return delay
+
+    def _retry_delay_s(self, error: grpc.RpcError) -> float | None:
+        """Seconds to wait before reconnecting after `error`; None: give up (raise it)."""
+        if self._ended or not (self._token or self._reopening):
+            return None
+        policy = self._policy
+        if self._token and error_details(error).get("reason") == STILL_ATTACHED:
+            now = time.monotonic()
+            self._attached_since = now if self._attached_since is None else self._attached_since
+            if now - self._attached_since > policy.attached_wait_s:
+                return None
+            self._attached_tries += 1
+            delay = min(policy.backoff_s * 2 ** (self._attached_tries - 1), policy.max_backoff_s)
+        elif _connection_lost(error):
+            self._failures += 1
+            if self._failures > policy.max_attempts:
+                return None
+            delay = min(policy.backoff_s * 2 ** (self._failures - 1), policy.max_backoff_s)
+        else:
+            return None
+        if self._deadline is not None and time.monotonic() + delay >= self._deadline:
+            return None
+        return delay
+
+    def reconnecting(self) -> None:
+        """After the retry delay: the next connection's first request."""
+        if self._token:
+            offset = self._outbox.resume_offset() - self._timeline.audio_bytes
+            self.request = _resume_config(self._token, self._last_seq, offset)
+        else:  # the replacement of a drained session was refused (e.g. DRAINING): again
+            self.request = _first_config(self._config, self._policy.flow_status_interval_ms)
+
+    def next_session(self) -> bool:
+        """The stream ended without an error: whether to go on in a new session (after a drain)."""
+        if not (self._drained and self._policy.reconnect_on_drain):
+            return False
+        # Drained: everything the session processed has its final results; go on from there.
+        start = self._outbox.restart_at(self._timeline.audio_bytes + self._processed)
+        if self._outbox.finished():
+            return False  # the drained session had all the audio there is
+        self._timeline.new_session(start)
+        self._token, self._last_seq, self._finalized = "", 0, set()
+        self._reopening = True
+        self.request = _first_config(self._config, self._policy.flow_status_interval_ms)
+        return True
+
+
 def resuming_stream(
     stub: speech_pb2_grpc.SpeechStub,
     config: StreamConfig,
@@ -195,87 +319,79 @@ def resuming_stream(
 ) -> Iterator[Response]:
     """SpeechClient.stream with automatic resume (see the module docstring)."""
     outbox = Outbox(audio, config, pace, policy.max_unacked_bytes)
-    timeline = _Timeline(config)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    token, last_seq = "", 0  # of the current session
-    finalized: set[str] = set()
-    failures = 0
-    attached_since: float | None = None  # the first SESSION_ATTACHED refusal of this reconnect
-    attached_tries = 0
-    reopening = False  # opening a session that replaces a drained one
-    request = _first_config(config, policy.flow_status_interval_ms)
+    resumer = _Resumer(config, policy, outbox, timeout)
     while True:
         epoch = outbox.new_epoch()
-        stop = threading.Event()
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        stop, answered = threading.Event(), threading.Event()
         call = stub.StreamingRecognize(
-            outbox.sender(request, epoch, stop), metadata=metadata, timeout=remaining
+            outbox.sender(resumer.request, epoch, stop, answered),
+            metadata=metadata,
+            timeout=resumer.remaining_s(),
         )
-        ended = drained = False
-        processed = 0  # audio bytes the session says it processed, when it ended
+        resumer.connecting()
         try:
             for response in call:
-                failures, attached_since, attached_tries = 0, None, 0
-                if response.seq and response.seq <= last_seq:
-                    continue  # already delivered before the reconnect
-                last_seq = max(last_seq, response.seq)
-                kind = response.WhichOneof("response")
-                if kind == "started" and response.started.resumed:
-                    continue  # the same session goes on: the caller sees one unbroken stream
-                if kind == "started" and response.started.resume_token:
-                    token = response.started.resume_token
-                elif kind == "flow_status":
-                    outbox.ack(timeline.audio_bytes + response.flow_status.acked_audio_bytes)
-                elif kind == "ended":
-                    ended = True
-                    drained = response.ended.reason == speech_pb2.SESSION_END_REASON_DRAINING
-                    processed = timeline.bytes_of(response.ended.audio_duration)
-                elif kind == "result":
-                    if response.result.result_id in finalized:
-                        continue  # never a result of an utterance already final
-                    if response.result.is_final:
-                        finalized.add(response.result.result_id)
-                timeline.apply(response)
-                yield response
+                answered.set()
+                if resumer.passes(response):
+                    yield response
         except grpc.RpcError as e:
-            if outbox.failure is not None:
-                raise outbox.failure from e
-            code = e.code()
-            if ended or not (token or reopening):
-                raise
-            if token and error_details(e).get("reason") == STILL_ATTACHED:
-                now = time.monotonic()
-                attached_since = now if attached_since is None else attached_since
-                if now - attached_since > policy.attached_wait_s:
-                    raise
-                attached_tries += 1
-                delay = min(policy.backoff_s * 2 ** (attached_tries - 1), policy.max_backoff_s)
-            elif code in RESUMABLE:
-                failures += 1
-                if failures > policy.max_attempts:
-                    raise
-                delay = min(policy.backoff_s * 2 ** (failures - 1), policy.max_backoff_s)
-            else:
-                raise
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                raise
-            time.sleep(delay)
-            if token:
-                offset = outbox.resume_offset() - timeline.audio_bytes
-                request = _resume_config(token, last_seq, offset)
-            else:  # the replacement of a drained session was refused (e.g. DRAINING): again
-                request = _first_config(config, policy.flow_status_interval_ms)
-            continue
+            delay = resumer.delay_after(e)
+            if delay is not None:
+                time.sleep(delay)
+                resumer.reconnecting()
+                continue
         finally:
-            stop.set()  # wake the sender's pacing wait; it ends with its connection
+            stop.set()  # wake the sender's waits; it ends with its connection
+            answered.set()
             call.cancel()
-        if not (drained and policy.reconnect_on_drain):
+        if not resumer.next_session():
             return
-        # Drained: everything the session processed has its final results; go on from there.
-        start = outbox.restart_at(timeline.audio_bytes + processed)
-        if outbox.finished():
-            return  # the drained session had all the audio there is
-        timeline.new_session(start)
-        token, last_seq, finalized = "", 0, set()
-        reopening = True
-        request = _first_config(config, policy.flow_status_interval_ms)
+
+
+async def resuming_stream_async(
+    stub: speech_pb2_grpc.SpeechStub,
+    config: StreamConfig,
+    audio: AsyncIterable[AudioItem] | Iterable[AudioItem],
+    *,
+    pace: float | None,
+    metadata: Metadata | None,
+    timeout: float | None,
+    policy: ResumePolicy,
+) -> AsyncIterator[Response]:
+    """AsyncSpeechClient.stream with automatic resume: the same behaviour on grpc.aio."""
+    outbox = AsyncOutbox(audio, config, pace, policy.max_unacked_bytes)
+    resumer = _Resumer(config, policy, outbox, timeout)
+    try:
+        while True:
+            epoch = outbox.new_epoch()
+            stop, answered = asyncio.Event(), asyncio.Event()
+            call = stub.StreamingRecognize(
+                outbox.sender(resumer.request, epoch, stop, answered),
+                metadata=metadata,
+                timeout=resumer.remaining_s(),
+            )
+            resumer.connecting()
+            try:
+                async for response in call:
+                    answered.set()
+                    if resumer.passes(response):
+                        yield response
+            except asyncio.CancelledError as e:
+                # grpc.aio cancels the call when the audio iterable fails: the caller gets it.
+                if outbox.failure is not None:
+                    raise outbox.failure from e
+                raise
+            except grpc.RpcError as e:
+                delay = resumer.delay_after(e)
+                if delay is not None:
+                    await asyncio.sleep(delay)
+                    resumer.reconnecting()
+                    continue
+            finally:
+                stop.set()
+                answered.set()
+                call.cancel()
+            if not resumer.next_session():
+                return
+    finally:
+        outbox.close()
