@@ -44,6 +44,7 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
         self.drain_at_bytes: int | None = None  # the first stream to get there is drained
         self.refuse_after_drain = 0
         self.refused = 0
+        self.reset_after_drain = False  # the next stream after the drain is reset (CANCELLED) as a proxy would
 
     def GetCapabilities(self, request, context):
         return pb.GetCapabilitiesResponse(
@@ -75,6 +76,9 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             refuse = self.refused < self.refuse_after_drain and self.drain_at_bytes == -1
             if refuse:
                 self.refused += 1
+            reset = self.reset_after_drain and self.drain_at_bytes == -1
+            if reset:
+                self.reset_after_drain = False
         first = next(request_iterator)
         kinds.append(first.WhichOneof("request"))
         config = first.config
@@ -82,6 +86,8 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             self._unavailable(context, "CAPACITY", "no free engine slot")
         if refuse:
             self._unavailable(context, "DRAINING", "server is draining; connect to another instance")
+        if reset:
+            context.abort(grpc.StatusCode.CANCELLED, "CANCELLED")  # no ErrorInfo: not the server's choice
         width = 2 if config.encoding == pb.AUDIO_ENCODING_LINEAR16 else 1
         rate = config.sample_rate_hz
         seq = 0

@@ -65,6 +65,19 @@ def test_a_drained_session_continues_in_a_new_one_from_where_it_stopped(fake_spe
     assert final_b.result.text == f"utterance 0 bytes {len(AUDIO) - DRAIN_AT}"
 
 
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_a_new_session_reset_by_a_proxy_is_opened_again(fake_speech, client_kind: str) -> None:
+    # A balancer resets the replacement stream as the drained instance goes away (nginx answered a
+    # CANCELLED without an ErrorInfo in one CI run): that is a lost connection, not the server's verdict.
+    fake_speech.servicer.drain_at_bytes = DRAIN_AT
+    fake_speech.servicer.reset_after_drain = True
+    got = list(client_stream(client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK), resume=POLICY,
+                             timeout=30))
+    assert kinds(got) == ["started", "result", "ended", "started", "result", "ended"]
+    before, after = served(fake_speech)
+    assert before + after == AUDIO
+
+
 def test_transcribe_spans_the_seam(fake_speech) -> None:
     fake_speech.servicer.drain_at_bytes = DRAIN_AT
     with SpeechClient(fake_speech.target) as client:

@@ -42,7 +42,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Se
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf import duration_pb2
 
 from ._proto import speech_pb2, speech_pb2_grpc
 from .config import (
@@ -50,9 +49,9 @@ from .config import (
     StreamConfig,
     config_request,
 )
-from .encodings import bytes_per_sample
 from .outbox import AsyncOutbox, Outbox
 from .responses import ends_with_ok, error_details, is_aio_failed_write
+from .timeline import Timeline
 
 __all__ = ["ResumePolicy", "resuming_stream", "resuming_stream_async"]
 
@@ -67,7 +66,12 @@ STILL_ATTACHED = "SESSION_ATTACHED"
 
 
 def _connection_lost(error: grpc.RpcError) -> bool:
-    return error.code() in RESUMABLE or is_aio_failed_write(error)
+    """A transport failure: UNAVAILABLE; a CANCELLED the server never sends and we did not ask
+    for (a proxy resetting the stream, e.g. nginx as an upstream goes away); grpc.aio's failed
+    write."""
+    if error.code() in RESUMABLE or is_aio_failed_write(error):
+        return True
+    return error.code() == grpc.StatusCode.CANCELLED and "reason" not in error_details(error)
 
 
 @dataclass(frozen=True)
@@ -130,67 +134,6 @@ def _resume_config(token: str, last_seq: int, audio_bytes: int) -> Request:
     )
 
 
-def _shift(offset: duration_pb2.Duration, ns: int) -> None:
-    offset.FromNanoseconds(offset.ToNanoseconds() + ns)
-
-
-class _Timeline:
-    """Makes the successive sessions of one stream (after drains) read as one to the caller.
-
-    The first session's responses pass unchanged. After a seam, each response of the new
-    session gets the `seq`, `utterance_index` and audio offsets of the sessions before it added.
-    """
-
-    def __init__(self, config: StreamConfig) -> None:
-        self._rate = config.sample_rate_hz
-        self._bytes_per_sample = bytes_per_sample(config.encoding)
-        self.audio_bytes = 0  # stream audio before the current session's
-        self._audio_ns = 0
-        self._seq = 0  # responses of the sessions before the current one
-        self._utterances = 0
-        self._last_seq = 0  # highest seq passed to the caller
-        self._next_utterance = 0  # one past the highest utterance_index passed to the caller
-
-    def bytes_of(self, duration: duration_pb2.Duration) -> int:
-        """Whole samples of audio in `duration`, in bytes of the stream's encoding."""
-        samples = duration.ToNanoseconds() * self._rate // 1_000_000_000
-        return int(samples) * self._bytes_per_sample
-
-    def new_session(self, audio_bytes: int) -> None:
-        """The next session's audio starts at stream offset `audio_bytes`."""
-        self.audio_bytes = audio_bytes
-        samples = audio_bytes // self._bytes_per_sample
-        self._audio_ns = samples * 1_000_000_000 // self._rate
-        self._seq = self._last_seq
-        self._utterances = self._next_utterance
-
-    def apply(self, response: Response) -> None:
-        if self._seq or self._audio_ns or self._utterances:
-            self._shift(response)
-        self._last_seq = max(self._last_seq, response.seq)
-        if response.HasField("result"):
-            self._next_utterance = max(self._next_utterance, response.result.utterance_index + 1)
-
-    def _shift(self, response: Response) -> None:
-        ns = self._audio_ns
-        if response.seq:
-            response.seq += self._seq
-        kind = response.WhichOneof("response")
-        if kind == "result":
-            result = response.result
-            result.utterance_index += self._utterances
-            for field in (result.start_offset, result.end_offset):
-                _shift(field, ns)
-            for word in result.words:
-                _shift(word.start_offset, ns)
-                _shift(word.end_offset, ns)
-        elif kind == "speech_event" and response.speech_event.HasField("offset"):
-            _shift(response.speech_event.offset, ns)
-        elif kind == "flow_status":
-            response.flow_status.acked_audio_bytes += self.audio_bytes
-            _shift(response.flow_status.acked_audio_offset, ns)
-
-
 class _Resumer:
     """The decisions of a resuming stream, shared by the blocking and the asyncio client: what to
     pass to the caller, whether and when to reconnect, and the first request of each connection."""
@@ -200,7 +143,7 @@ class _Resumer:
     ) -> None:
         self._policy = policy
         self._outbox = outbox
-        self._timeline = _Timeline(config)
+        self._timeline = Timeline(config)
         self._config = config
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._token, self._last_seq = "", 0  # of the current session
@@ -254,8 +197,8 @@ class _Resumer:
         stream in fact ended normally. Raises to give up: `error`, or the audio iterable's own."""
         if self._outbox.failure is not None:
             raise self._outbox.failure from error
-        if self.ended_ok and is_aio_failed_write(error):
-            return None  # grpc.aio's failed write after the server ended the stream: a normal end
+        if self.ended_ok and _connection_lost(error):
+            return None  # the session ended cleanly; how its connection then went does not matter
         delay = self._retry_delay_s(error)
         if delay is None:
             raise error
