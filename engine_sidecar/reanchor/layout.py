@@ -4,8 +4,13 @@ Tensor shapes mislead: vLLM's CPU backend ("vec" ISA) allocates [num_blocks, H, 
 yet keys fill the first half of each (block, head) page transposed d-major ([head_dim, block_size]) while values
 are token-major. So instead of trusting shapes, `probe_key_layout` writes keys whose every element carries a tag
 naming its (slot, head, dim) through the backend's writer into a two-block scratch cache, finds each tag, and
-derives an affine element map (block, token, head, dim) -> storage offset, which `KeyLayout.key_view` turns into a
+derives an element map (block, token, head, dim) -> storage offset, which `KeyLayout.key_view` turns into a
 strided view that writes straight into the live cache.
+
+The map need not be affine in the four indices themselves. vLLM's AMX ISA packs keys in 16-token tiles, and bf16
+keys in pairs of dims (VNNI): token t sits at (t // 16)·S_tile + (t % 16)·S_tok, dim d at (d // 2)·S_pair + d % 2.
+Each axis is therefore fitted as a mixed-radix number (outer digit first); the map must be affine in the digits,
+which a strided view with one view dim per digit expresses exactly. Anything else is refused with the reason.
 """
 
 from __future__ import annotations
@@ -30,33 +35,60 @@ class LayoutError(Exception):
 
 @dataclass(frozen=True)
 class KeyLayout:
-    """Affine map from (block, token-in-block, head, dim) to an element of a cache tensor.
+    """Map from (block, token-in-block, head, dim) to an element of a cache tensor, affine in each axis' digits.
 
-    `strides` and `offset` are in element units of the probed tensor's index space: key (b, t, h, d) lives at
-    ``kv_cache.storage_offset() + offset + b*sb + t*st + h*sh + d*sd``. The offset is relative to the tensor's
-    first element (not absolute in the storage), so one probe serves every layer's view of a shared buffer as
-    long as the strides match (`key_view` checks those that matter).
+    `levels[a]` splits axis a (block, token, head, dim) into digits, outer first, as (size, stride) pairs whose
+    sizes multiply to the axis length; an unpacked axis has one level. Strides and `offset` are in element units of
+    the probed tensor's index space: with token t = t1·n2 + t2 (levels ((n1, s1), (n2, s2))) and the other axes
+    alike, key (b, t, h, d) lives at ``kv_cache.storage_offset() + offset + b*sb + t1*s1 + t2*s2 + ...``. The offset
+    is relative to the tensor's first element (not absolute in the storage), so one probe serves every layer's view
+    of a shared buffer as long as the strides match (`key_view` checks those that matter).
     """
 
     block_size: int
     num_kv_heads: int
     head_dim: int
-    strides: tuple[int, int, int, int]  # element strides for (block, token-in-block, head, dim)
+    levels: tuple[tuple[tuple[int, int], ...], ...]  # per axis (block, token, head, dim): (size, stride), outer first
     offset: int  # element offset of key (0, 0, 0, 0) from the tensor's element (0, ..., 0)
     block_dim: int  # the cache tensor dimension that counts blocks (not always 0: flash-attn is (2, blocks, ...))
     cache_shape: tuple[int, ...]  # probed shape; only the block_dim extent may differ in the live cache
     dim_strides: tuple[tuple[int, int], ...]  # (dim, stride) of every dim key elements index off 0: must match
 
+    @property
+    def packed(self) -> bool:
+        """True when some axis is split into digits (tiles, pairs): `strides` does not describe it."""
+        return any(len(axis) > 1 for axis in self.levels)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Element strides of (block, token, head, dim) for an unpacked layout."""
+        if self.packed:
+            raise LayoutError(f"packed layout {self.describe()} has no single stride per axis")
+        return tuple(axis[0][1] for axis in self.levels)
+
+    def describe(self) -> str:
+        """The axes with their digits, e.g. 'block[1*8192] token[2*512,16*2] head[1*4096] dim[32*32,2*1]'."""
+        names = ("block", "token", "head", "dim")
+        return " ".join(f"{n}[{','.join(f'{size}*{stride}' for size, stride in axis)}]"
+                        for n, axis in zip(names, self.levels, strict=True))
+
     def key_view(self, kv_cache: torch.Tensor) -> torch.Tensor:
-        """[num_blocks, block_size, H, hd] view onto kv_cache's storage (same memory: writes land in the cache)."""
+        """[num_blocks, *token digits, *head digits, *dim digits] view onto kv_cache's storage (same memory).
+
+        Unpacked, that is [num_blocks, block_size, H, hd]; `read`/`write` move whole blocks as [n, bs, H, hd].
+        """
         self._check_compatible(kv_cache)
-        num_blocks = kv_cache.shape[self.block_dim]
-        return torch.as_strided(
-            kv_cache,
-            (num_blocks, self.block_size, self.num_kv_heads, self.head_dim),
-            self.strides,
-            kv_cache.storage_offset() + self.offset,
-        )
+        sizes = [kv_cache.shape[self.block_dim]] + [size for axis in self.levels[1:] for size, _ in axis]
+        strides = [self.levels[0][0][1]] + [stride for axis in self.levels[1:] for _, stride in axis]
+        return torch.as_strided(kv_cache, sizes, strides, kv_cache.storage_offset() + self.offset)
+
+    def read(self, view: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+        """Keys of `blocks` (int64 indices on the view's device) from a `key_view`, as a [n, bs, H, hd] copy."""
+        return view[blocks].reshape(blocks.numel(), self.block_size, self.num_kv_heads, self.head_dim)
+
+    def write(self, view: torch.Tensor, blocks: torch.Tensor, keys: torch.Tensor) -> None:
+        """Store [n, bs, H, hd] keys into `blocks` of a `key_view` (the inverse of `read`)."""
+        view[blocks] = keys.reshape(blocks.numel(), *view.shape[1:])
 
     def _check_compatible(self, kv_cache: torch.Tensor) -> None:
         # The map is only valid for tensors indexed like the probed one; a silent mismatch would corrupt the cache.
@@ -95,9 +127,10 @@ def probe_key_layout(
     shape = tuple(int(s) for s in cache_shape(2))
     num_slots = 2 * block_size
     num_elems = num_slots * num_kv_heads * head_dim
+    device = kv_cache_like.device if kv_cache_like is not None else torch.device("cpu")
     ids = torch.arange(num_elems, dtype=torch.int64).view(num_slots, num_kv_heads, head_dim)
-    slots = torch.arange(num_slots, dtype=torch.int64)
-    zeros_v = torch.zeros(num_slots, num_kv_heads, head_dim, dtype=dtype)
+    slots = torch.arange(num_slots, dtype=torch.int64, device=device)
+    zeros_v = torch.zeros(num_slots, num_kv_heads, head_dim, dtype=dtype, device=device)
 
     # One code path for all dtypes: base-256 digits, as many passes as the element count needs (at least one).
     num_passes = 1  # ceil(log256(num_elems)), in integers
@@ -107,10 +140,10 @@ def probe_key_layout(
     positions: torch.Tensor | None = None
     found = torch.zeros(0, dtype=torch.int64)
     for p in range(num_passes):
-        tags = (ids // _RADIX**p % _RADIX + 1).to(dtype)
-        scratch = torch.zeros(shape, dtype=dtype)
+        tags = (ids // _RADIX**p % _RADIX + 1).to(dtype=dtype, device=device)
+        scratch = _scratch(shape, dtype, kv_cache_like)
         write(tags, zeros_v, scratch, slots)
-        flat = scratch.reshape(-1)
+        flat = scratch.reshape(-1).cpu()  # logical order, whatever the scratch's memory order
         written = torch.nonzero(flat).view(-1)
         if positions is None:
             if written.numel() != num_elems:
@@ -160,9 +193,9 @@ def probe_key_layout(
         tensor_strides = _contiguous_strides(shape)
 
     offsets = (coords * torch.tensor(tensor_strides, dtype=torch.int64)).sum(dim=-1)
-    layout_strides, offset0 = _fit_affine(offsets)
-    if any(s < 0 for s in layout_strides):
-        raise LayoutError(f"key strides {layout_strides} include a negative one, which a strided view cannot express")
+    levels, offset0 = _fit_digits(offsets)
+    if any(stride < 0 for axis in levels for _, stride in axis):
+        raise LayoutError(f"key strides {levels} include a negative one, which a strided view cannot express")
     if torch.unique(offsets).numel() != num_elems:
         raise LayoutError("distinct key elements share memory in the cache tensor (overlapping strides)")
 
@@ -172,7 +205,7 @@ def probe_key_layout(
         block_size=block_size,
         num_kv_heads=num_kv_heads,
         head_dim=head_dim,
-        strides=layout_strides,
+        levels=levels,
         offset=offset0,
         block_dim=block_dim,
         cache_shape=shape,
@@ -193,6 +226,17 @@ def _locate_block_dim(coords: torch.Tensor, shape: tuple[int, ...]) -> int:
     return dim
 
 
+def _scratch(shape: tuple[int, ...], dtype: torch.dtype, like: torch.Tensor | None) -> torch.Tensor:
+    """Zeros of `shape`, on `like`'s device and in its memory order (dims ordered by its strides), so a writer
+    that honours strides, as vLLM's CUDA ops do, meets the same physical layout as in the live cache."""
+    if like is None:
+        return torch.zeros(shape, dtype=dtype)
+    strides = like.stride()
+    order = sorted(range(len(shape)), key=lambda i: (-strides[i], i))  # outermost first
+    dense = torch.zeros([shape[i] for i in order], dtype=dtype, device=like.device)
+    return dense.permute([order.index(i) for i in range(len(shape))])
+
+
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
@@ -200,27 +244,52 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _fit_affine(offsets: torch.Tensor) -> tuple[tuple[int, int, int, int], int]:
-    """Strides and origin of offsets[b, t, h, d] if it is affine in (b, t, h, d), else LayoutError."""
+def _axis_digits(steps: list[int]) -> tuple[tuple[int, int], ...]:
+    """Split one axis into mixed-radix digits from its offsets `steps[i]` (relative to index 0).
+
+    Inner digit first: the longest run j·stride from index 0, cut to a divisor of the axis, then the same on the
+    multiples of that run. Returns (size, stride) pairs, outer first; the caller checks they predict every offset.
+    """
+    n = len(steps)
+    digits: list[tuple[int, int]] = []
+    unit = 1  # index step of the current digit
+    while unit < n:
+        stride = steps[unit]
+        run = 1
+        while (run + 1) * unit < n and steps[(run + 1) * unit] == (run + 1) * stride:
+            run += 1
+        remaining = n // unit  # indices j·unit, j < run + 1, follow j·stride: the digit is the longest divisor of that
+        size = max(k for k in range(1, min(run + 1, remaining) + 1) if remaining % k == 0)
+        if size == 1:
+            raise LayoutError(f"no digit of stride {stride} fits an axis of length {n} (offsets {steps[:8]}...)")
+        digits.append((size, stride))
+        unit *= size
+    return tuple(reversed(digits)) if digits else ((n, 0),)
+
+
+def _fit_digits(offsets: torch.Tensor) -> tuple[tuple[tuple[tuple[int, int], ...], ...], int]:
+    """Per-axis digits and origin of offsets[b, t, h, d] if it is affine in every axis' digits, else LayoutError."""
     origin = int(offsets[0, 0, 0, 0])
-    strides: list[int] = []
+    levels = []
     for axis in range(4):
-        if offsets.shape[axis] > 1:
-            unit = [0, 0, 0, 0]
-            unit[axis] = 1
-            strides.append(int(offsets[tuple(unit)]) - origin)
-        else:
-            strides.append(0)  # size-1 axis: any stride addresses the same element
-    grids = torch.meshgrid(*(torch.arange(n, dtype=torch.int64) for n in offsets.shape), indexing="ij")
+        line = offsets.movedim(axis, 0)[(slice(None),) + (0,) * 3] - origin
+        levels.append(_axis_digits([int(x) for x in line]))
     expected = torch.full_like(offsets, origin)
-    for grid, stride in zip(grids, strides, strict=True):
-        expected += grid * stride
+    for axis, digits in enumerate(levels):
+        index = torch.arange(offsets.shape[axis], dtype=torch.int64)
+        contribution = torch.zeros_like(index)
+        place = 1
+        for size, stride in reversed(digits):  # inner digit first
+            contribution += (index // place % size) * stride
+            place *= size
+        shape = [1, 1, 1, 1]
+        shape[axis] = -1
+        expected += contribution.view(shape)
     mismatch = torch.ne(expected, offsets)
     if bool(mismatch.any()):
         b, t, h, d = (int(i) for i in torch.nonzero(mismatch)[0])
         raise LayoutError(
-            f"key layout is not affine in (block, token, head, dim): key ({b}, {t}, {h}, {d}) is at offset "
-            f"{int(offsets[b, t, h, d])}, strides {tuple(strides)} from origin {origin} predict "
-            f"{int(expected[b, t, h, d])}"
+            f"key layout is not affine in (block, token, head, dim) nor in their digits {levels}: key "
+            f"({b}, {t}, {h}, {d}) is at offset {int(offsets[b, t, h, d])}, predicted {int(expected[b, t, h, d])}"
         )
-    return (strides[0], strides[1], strides[2], strides[3]), origin
+    return tuple(levels), origin

@@ -33,7 +33,8 @@ class LayerTarget:
     kind: str  # DECODER | ENCODER
     group: int  # KV-cache group index
     spec: RotarySpec
-    keys: torch.Tensor  # [kernel blocks, slots per kernel block, H, hd] view onto the live cache
+    keys: torch.Tensor  # layout.key_view of the live cache: [kernel blocks, *slot digits, *head, *dim digits]
+    layout: KeyLayout
     kernel_blocks_per_block: int  # kernel blocks may be finer than the scheduler's blocks
 
 
@@ -44,28 +45,44 @@ class KeyRotator:
 
     def rotate(self, shift: Shift) -> None:
         tables: dict[RotarySpec, ShiftTables] = {}  # one float64 table per spec per event, not per layer
+        indices: dict[tuple[int, int, torch.device], torch.Tensor | None] = {}  # one copy per group, not per layer
         for target in self.targets:
             if not (self.settings.rotate_decoder if target.kind == DECODER else self.settings.rotate_encoder):
                 continue
-            ids = _kernel_blocks(shift.blocks[target.group], target.kernel_blocks_per_block)
-            if not ids:
+            device = target.keys.device
+            where = (target.group, target.kernel_blocks_per_block, device)
+            if where not in indices:
+                indices[where] = _index_tensor(
+                    _kernel_blocks(shift.blocks[target.group], target.kernel_blocks_per_block), device)
+            index = indices[where]
+            if index is None:
                 continue
             table = tables.get(target.spec)
             if table is None:
-                table = tables[target.spec] = shift_tables(target.spec, shift.tokens, target.keys.device)
-            index = torch.tensor(ids, dtype=torch.long, device=target.keys.device)
-            keys = target.keys[index]  # a copy: rotate it, then write it back into the cache
+                table = tables[target.spec] = shift_tables(target.spec, shift.tokens, device)
+            keys = target.layout.read(target.keys, index)  # a copy: rotate it, then write it back into the cache
             rotate_keys_(keys, target.spec, table)
-            target.keys[index] = keys
+            target.layout.write(target.keys, index, keys)
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{"layer": t.name, "kind": t.kind, "group": t.group, "head_dim": t.spec.head_dim,
+        return [{"layer": t.name, "kind": t.kind, "group": t.group, "layout": t.layout.describe(),
+                 "dtype": str(t.keys.dtype).removeprefix("torch."), "head_dim": t.spec.head_dim,
                  "rotary_dim": t.spec.rotary_dim, "neox": t.spec.neox, "states_per_token": t.spec.states_per_token,
                  "base": t.spec.base} for t in self.targets]
 
 
 def _kernel_blocks(block_ids: Iterable[int], ratio: int) -> list[int]:
     return [b * ratio + i for b in block_ids for i in range(ratio)]
+
+
+def _index_tensor(ids: list[int], device: torch.device) -> torch.Tensor | None:
+    """The block ids on `device`; to a GPU from pinned memory without waiting for the step in flight."""
+    if not ids:
+        return None
+    host = torch.tensor(ids, dtype=torch.long)
+    if device.type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
 
 
 def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
@@ -103,7 +120,8 @@ def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
             key = (type(layer.impl), tuple(kv.shape), kv.stride(), kv.dtype, slots)
             if key not in probed:
                 probed[key] = _probe(layer, kv, slots, block_dim, spec.num_kv_heads, spec.head_size)
-            targets.append(LayerTarget(name, kind, group_index, rspec, probed[key].key_view(kv), ratio))
+            layout = probed[key]
+            targets.append(LayerTarget(name, kind, group_index, rspec, layout.key_view(kv), layout, ratio))
     return KeyRotator(tuple(targets), settings)
 
 
@@ -131,8 +149,11 @@ def _kernel_geometry(kv: torch.Tensor, slots_per_block: int, num_blocks: int) ->
 
 
 def _probe(layer: Any, kv: torch.Tensor, slots: int, block_dim: int, heads: int, head_dim: int) -> KeyLayout:
-    if str(getattr(layer.impl, "kv_cache_dtype", "auto")).startswith("fp8"):
-        raise Unsupported("fp8 KV cache: keys would need dequantise-rotate-requantise")
+    from vllm.utils.torch_utils import is_quantized_kv_cache
+
+    kv_dtype = str(getattr(layer.impl, "kv_cache_dtype", "auto"))
+    if is_quantized_kv_cache(kv_dtype):
+        raise Unsupported(f"quantized KV cache ({kv_dtype}): keys would need dequantise-rotate-requantise")
 
     def write(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
         layer.impl.do_kv_cache_update(layer, key, value, cache, slot_mapping)
@@ -143,7 +164,7 @@ def _probe(layer: Any, kv: torch.Tensor, slots: int, block_dim: int, heads: int,
         return tuple(dims)
 
     try:
-        return probe_key_layout(write, shape, slots, heads, head_dim, kv.dtype)
+        return probe_key_layout(write, shape, slots, heads, head_dim, kv.dtype, kv_cache_like=kv)
     except LayoutError as exc:
         raise Unsupported(f"KV layout of {type(layer.impl).__name__}: {exc}") from exc
 

@@ -31,12 +31,21 @@ def sched_requests(scheduler: Any) -> dict[str, Any]:
     return requests
 
 
+def check_scheduling_mode(cls: type, async_scheduling: bool) -> None:
+    """The subclass must match the scheduling vLLM resolved: the sync one under async scheduling would shift a
+    session with a step in flight. Raised at construction, so the engine does not start half-right."""
+    if issubclass(cls, AsyncScheduler) != async_scheduling:
+        raise ValueError(f"{cls.__name__} does not match vLLM's resolved async_scheduling={async_scheduling}: "
+                         "pick ReanchorAsyncScheduler exactly when async scheduling is on")
+
+
 class _ReanchorMixin:
     """Mixed in before a vLLM scheduler class; everything it touches is listed in selfcheck.SCHEDULER_ATTRS."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         sched: Any = self
+        check_scheduling_mode(type(self), bool(sched.vllm_config.scheduler_config.async_scheduling))
         self._vg_settings = ReanchorSettings.from_vllm_config(sched.vllm_config)
         self._vg_pending: dict[str, Shift] = {}
         managers = sched.kv_cache_manager.coordinator.single_type_managers

@@ -77,6 +77,34 @@ def install_hook() -> bool:
     return True
 
 
+def runner_problem(runner: Any) -> str | None:
+    """Why re-anchoring cannot run on this live runner object, or None: the hook must be what its class calls.
+
+    vLLM 0.32's model runner V2 (`vllm.v1.worker.gpu.model_runner.GPUModelRunner`, chosen wherever Triton is
+    unless VLLM_USE_V2_MODEL_RUNNER=0) shares no base with the V1 runner and has no `_update_states`: armed there,
+    the scheduler would shift positions while no key is rotated."""
+    cls = type(runner)
+    method = getattr(cls, "_update_states", None)
+    if method is None or not getattr(method, "_voxgate_hook", False):
+        return (f"model runner {cls.__module__}.{cls.__qualname__} is not the hooked V1 runner (model runner V2? "
+                "set VLLM_USE_V2_MODEL_RUNNER=0): keys would not be rotated")
+    return None
+
+
+def describe_runtime(runner: Any) -> dict[str, Any]:
+    """What actually runs, for the start-up log and `voxgate status`: runner, async flag, backend per group."""
+    config = runner.vllm_config
+    layers = runner.compilation_config.static_forward_context
+    backends = []
+    for group in runner.kv_cache_config.kv_cache_groups:
+        names = {type(layers[n].impl).__name__ for n in group.layer_names if n in layers}
+        backends.append(",".join(sorted(names)))
+    cls = type(runner)
+    return {"runner": f"{cls.__module__}.{cls.__qualname__}",
+            "async_scheduling": bool(config.scheduler_config.async_scheduling),
+            "backends": backends, "kv_cache_dtype": str(config.cache_config.cache_dtype)}
+
+
 class ReanchorWorkerExtension:
     """Mixed into vLLM's worker as an extra base class: only new, prefixed method names."""
 
@@ -87,6 +115,8 @@ class ReanchorWorkerExtension:
         try:
             if not install_hook():
                 raise Unsupported("vLLM's model runner has no _update_states to hook")
+            if problem := runner_problem(runner):
+                raise Unsupported(problem)
             for attr in ("kv_cache_config", "compilation_config", "get_model"):
                 if not hasattr(runner, attr):
                     raise Unsupported(f"vLLM's model runner has no {attr}")
@@ -105,7 +135,7 @@ class ReanchorWorkerExtension:
         runner._voxgate_ledger = _Ledger()
         setattr(runner, ROTATOR_ATTR, rotator)
         return {"ok": True, "reason": "", "layers": rotator.describe(), "exact_rope_tables": tables,
-                "windows": windows, "block_sizes": units}
+                "windows": windows, "block_sizes": units, "runtime": describe_runtime(runner)}
 
     def voxgate_kv_geometry(self) -> dict[str, Any]:
         """The KV pool as this worker holds it: blocks, and per group its block size and window (None: full)."""

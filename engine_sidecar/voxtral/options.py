@@ -118,7 +118,10 @@ class VoxtralOptions:
         if overrides := self.hf_overrides():
             kwargs["hf_overrides"] = overrides
         if reanchor or self.exact_rope_tables or self.precise_rope:
-            # vLLM schedules synchronously on CPU and asynchronously on GPU: subclass the one it would use.
+            # vLLM schedules synchronously on CPU and asynchronously on GPU by default. Ask for that explicitly
+            # (vLLM then refuses an incompatible setting instead of resolving it quietly), subclass the matching
+            # scheduler, and the scheduler checks the flag vLLM resolved at construction.
+            kwargs["async_scheduling"] = not on_cpu
             scheduler = "ReanchorScheduler" if on_cpu else "ReanchorAsyncScheduler"
             kwargs["scheduler_cls"] = f"engine_sidecar.reanchor.scheduler.{scheduler}"
             kwargs["additional_config"] = self.reanchor_settings().as_config()

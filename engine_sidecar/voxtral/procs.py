@@ -30,6 +30,9 @@ CPU_ENV_DEFAULTS = {
 }
 GPU_ENV_DEFAULTS = {
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    # vLLM 0.32 takes model runner V2 wherever Triton is; re-anchoring hooks only the V1 runner
+    # (reanchor/worker.py), and its setup refuses any runner it did not hook. V1 runs Voxtral fully.
+    "VLLM_USE_V2_MODEL_RUNNER": "0",
 }
 PARENT_ENV = "VOXGATE_PDEATHSIG_PARENT"
 

@@ -62,8 +62,11 @@ class ReanchorLink:
             except RuntimeError as exc:
                 problems.append(str(exc))
         if not problems:
-            log.info("reanchor_armed", layers=len(reports[0].get("layers", [])), windows=reports[0].get("windows"),
-                     block_sizes=reports[0].get("block_sizes"), exact_rope_tables=reports[0].get("exact_rope_tables"))
+            layers = reports[0].get("layers", [])
+            log.info("reanchor_armed", layers=len(layers), windows=reports[0].get("windows"),
+                     block_sizes=reports[0].get("block_sizes"), exact_rope_tables=reports[0].get("exact_rope_tables"),
+                     runtime=reports[0].get("runtime"),
+                     layouts=sorted({f"{x.get('kind')} {x.get('dtype')} {x.get('layout')}" for x in layers}))
         return problems
 
     def start_polling(self, llm: Any, counters: EngineCounters) -> None:

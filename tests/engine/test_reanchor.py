@@ -221,6 +221,10 @@ def test_config_guards_name_each_reason() -> None:
                                VLLM_VERSION)
     assert len(problems) == 3
     assert "not the pinned" in problems[0] and "fp8" in problems[1] and "prefix caching" in problems[2]
+    # vLLM's own quantized-KV predicate: not only fp8 (int8/int4 per-token-head, nvfp4, ...).
+    for dtype in ("int8_per_token_head", "nvfp4"):
+        (problem,) = config_problems(VoxtralOptions(kv_cache_dtype=dtype), VLLM_VERSION, VLLM_VERSION)
+        assert dtype in problem and "quantized" in problem
 
 
 def test_margin_must_fit_below_max_model_len() -> None:

@@ -78,21 +78,27 @@ def check_round_trip(write: KvWriter, layout: KeyLayout, cache: torch.Tensor, dt
 
     write(keys, values, cache, slots)
     view = layout.key_view(cache)
-    assert view.shape == (cache.shape[layout.block_dim], bs, H, hd)
     assert view.untyped_storage().data_ptr() == cache.untyped_storage().data_ptr()  # a view, not a copy
+    blocks = torch.arange(cache.shape[layout.block_dim])
+    read = layout.read(view, blocks)
+    assert read.shape == (len(blocks), bs, H, hd)
     for i, s in enumerate(slots.tolist()):
-        assert torch.equal(view[s // bs, s % bs], keys[i]), f"slot {s}"
+        assert torch.equal(read[s // bs, s % bs], keys[i]), f"slot {s}"
 
     # Overwrite those keys through the view; the op writing the same keys and values must give the same bytes.
     new_keys = _rand(gen, (len(slots), H, hd), dtype)
     for i, s in enumerate(slots.tolist()):
-        view[s // bs, s % bs] = new_keys[i]
+        read[s // bs, s % bs] = new_keys[i]
+    layout.write(view, blocks, read)
     expected = pristine.clone()
     write(new_keys, values, expected, slots)
     assert torch.equal(cache, expected)
 
 
 CPU_ISAS = ["vec", "vec16"]  # the ISAs the x86 CPU backend uses without AMX (block_size % 32 picks vec, else vec16)
+# Every ISA cpu_attn_reshape_and_cache knows (vllm/v1/attention/backends/cpu_attn.py `_get_attn_isa`); a test skips
+# those the op on this machine refuses, whatever the backend would pick here.
+ALL_CPU_ISAS = ["vec", "vec16", "amx", "neon", "vxe", "vsx", "rvv"]
 
 
 @pytest.mark.parametrize("isa", CPU_ISAS)
@@ -153,11 +159,29 @@ def test_layout_from_one_layer_serves_another_layers_view(cpu_ops: ModuleType) -
         layout.key_view(torch.zeros(cpu_shape(bs, hd)(4), dtype=dtype))  # contiguous: another block stride
 
 
-@pytest.mark.parametrize(("dtype", "block_size"), [(torch.bfloat16, 32), (torch.float32, 32)], ids=["bf16", "fp32"])
-def test_cpu_op_amx_layout_is_not_affine(cpu_ops: ModuleType, dtype: torch.dtype, block_size: int) -> None:
-    # The AMX ISA packs keys in 16-token tiles (and bf16 pairs, VNNI): a real layout no strided view can express.
-    with pytest.raises(LayoutError, match="not affine"):
-        probe_cpu(cpu_ops, "amx", dtype, block_size, 64)
+@pytest.mark.parametrize("isa", ALL_CPU_ISAS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("block_size", [16, 32, 128])
+def test_every_cpu_isa_layout_round_trips(cpu_ops: ModuleType, isa: str, dtype: torch.dtype, block_size: int) -> None:
+    layout = probe_cpu(cpu_ops, isa, dtype, block_size, 64)
+    cache = torch.zeros(cpu_shape(block_size, 64)(3), dtype=dtype)
+    check_round_trip(cpu_writer(cpu_ops, isa), layout, cache, dtype, seed=block_size)
+
+
+@pytest.mark.parametrize(("dtype", "dim_digits"), [(torch.bfloat16, ((32, 32), (2, 1))), (torch.float32, ((64, 16),))],
+                         ids=["bf16", "fp32"])
+def test_cpu_op_amx_layout_is_packed_in_digits(
+    cpu_ops: ModuleType, dtype: torch.dtype, dim_digits: tuple[tuple[int, int], ...]
+) -> None:
+    # The AMX ISA packs keys in 16-token tiles, and bf16 keys in pairs of dims (VNNI): not affine in (block, token,
+    # head, dim), but affine in the digits t = 16·t1 + t2 and d = 2·d1 + d2, which a strided view expresses.
+    layout = probe_cpu(cpu_ops, "amx", dtype, 32, 64)
+    assert layout.packed
+    tok = 2 if dtype == torch.bfloat16 else 1
+    assert layout.levels[1] == ((2, 16 * 64), (16, tok))
+    assert layout.levels[3] == dim_digits
+    with pytest.raises(LayoutError, match="packed"):
+        _ = layout.strides
 
 
 # Synthetic writers --------------------------------------------------------------------------------------------
@@ -258,3 +282,70 @@ def test_kv_cache_like_with_other_shape_is_refused() -> None:
         probe_key_layout(
             nhd_writer, nhd_shape(16, 32), 16, H, 32, torch.float32, kv_cache_like=torch.zeros(2, 5, 16, H + 1, 32)
         )
+
+
+# CUDA layouts of vLLM 0.32, built with vLLM's own allocator ---------------------------------------------------
+
+
+def flash_writer(head_dim: int) -> KvWriter:
+    """Like FlashAttention's do_kv_cache_update + reshape_and_cache_flash: the per-layer cache is logical
+    [B, H, N, 2D]; keys go to transpose(1, 2)[..., :D] at (slot // N, slot % N), honouring every stride."""
+
+    def write(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
+        key_cache, value_cache = kv_cache.transpose(1, 2).split(head_dim, dim=-1)
+        per_block = kv_cache.shape[2]
+        key_cache[slots // per_block, slots % per_block] = key
+        value_cache[slots // per_block, slots % per_block] = value
+
+    return write
+
+
+def cuda_layer_views(layout_name: str, states_per_token: int, dtype: torch.dtype, num_blocks: int = 5
+                     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(raw buffer, per-layer views) of 3 layers as vLLM's create_kv_cache_views lays them out."""
+    from fractions import Fraction
+    from math import prod
+
+    interface = pytest.importorskip("vllm.v1.kv_cache_interface")
+    from vllm.v1.kv_cache_layout import KVCacheLayout
+
+    spec = interface.SlidingWindowSpec(block_size=16, num_kv_heads=H, head_size=64, dtype=dtype, sliding_window=64,
+                                       tokens_per_state=Fraction(1, states_per_token))
+    page = prod(interface.compute_layer_kv_cache_shape_bytes(spec, num_blocks)[1:])
+    layers = 3
+    layer_outer = layout_name.startswith("L")
+    tensor = interface.KVCacheTensor(size=page * num_blocks * layers, layers=[f"l{i}" for i in range(layers)],
+                                     layer_stride=page * num_blocks if layer_outer else page,
+                                     block_stride=page if layer_outer else page * layers)
+    raw = torch.zeros(tensor.size, dtype=torch.int8)
+    return raw, interface.create_kv_cache_views(raw, spec, num_blocks, KVCacheLayout[layout_name], tensor)
+
+
+@pytest.mark.parametrize("layout_name", ["LBHNC", "LBNHC", "BLNHC"])
+@pytest.mark.parametrize("states", [1, 4], ids=["decoder", "encoder"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_cuda_layouts_round_trip_when_probed_on_the_live_view(layout_name: str, states: int, dtype: torch.dtype
+                                                              ) -> None:
+    _, views = cuda_layer_views(layout_name, states, dtype)
+    live = views[1]
+    slots = live.shape[2]  # 16 tokens, or 64 encoder states (4 per token), per block
+    layout = probe_key_layout(flash_writer(64), lambda n: (n, H, slots, 128), slots, H, 64, dtype,
+                              kv_cache_like=live)
+    assert layout.block_dim == 0 and not layout.packed
+    for i, view in enumerate(views):
+        if i != 1:
+            view.copy_(torch.randn(view.shape, generator=torch.Generator().manual_seed(i)).to(dtype))
+    neighbours = [views[0].clone(), views[2].clone()]
+    check_round_trip(flash_writer(64), layout, live, dtype, seed=states)
+    # Only layer 1 changed: its neighbours in the shared buffer are untouched.
+    assert torch.equal(views[0], neighbours[0]) and torch.equal(views[2], neighbours[1])
+
+
+@pytest.mark.parametrize("layout_name", ["LBNHC", "BLNHC"])
+def test_a_layout_probed_on_a_contiguous_tensor_refuses_the_live_cuda_view(layout_name: str) -> None:
+    # The pre-fix behaviour: probing a contiguous scratch and applying it to a strided view must refuse, never
+    # silently write to the wrong elements.
+    _, views = cuda_layer_views(layout_name, 1, torch.bfloat16)
+    layout = probe_key_layout(flash_writer(64), lambda n: (n, H, 16, 128), 16, H, 64, torch.bfloat16)
+    with pytest.raises(LayoutError, match="stride"):
+        layout.key_view(views[1])

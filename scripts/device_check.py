@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Torch-only device check of re-anchoring's key rotation: runs on any box with torch, no vLLM.
+
+    python3 scripts/device_check.py --device cuda     # on a GPU box: nothing but this repository needed
+    python3 scripts/device_check.py --device cpu      # in CI, so the check never rots
+
+Imports the standard library, torch and the project's re-anchoring math (engine_sidecar/reanchor: layout probe,
+rotation, rotator; engine_sidecar/voxtral_plan: the real model's shapes and the presets). Prints one JSON summary
+and exits non-zero on any failure. What it checks, on the given device:
+
+- rotation: keys written at position p (RoPE in float64, rounded once to the dtype) into vLLM 0.32's CUDA KV
+  layouts LBNHC and BLNHC (logical [B, H, N, 2D] per layer, strides as `create_kv_cache_views` makes them, a
+  stride-honouring writer like `reshape_and_cache_flash`), with Voxtral's real decoder and encoder shapes, in bf16
+  and fp16, are found by the layout probe on the live view and rotated by the rotator's own code path by R(-D):
+  they must equal RoPE at p - D within the dtype's rounding (compared against a float64 reference);
+- graph: a captured CUDA graph that reads the cache, replayed after an in-place rotation, reads the rotated keys
+  (CUDA only);
+- cost: ms per re-anchor event (one session's live blocks in every layer) at the 16gb and datacenter presets'
+  windows and layer counts, and how many synchronizing calls an event makes (CUDA's sync debug mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine_sidecar.reanchor.layout import KeyLayout, probe_key_layout  # noqa: E402
+from engine_sidecar.reanchor.rotation import RotarySpec, rope_rotate  # noqa: E402
+from engine_sidecar.reanchor.rotator import DECODER, ENCODER, KeyRotator, LayerTarget  # noqa: E402
+from engine_sidecar.reanchor.settings import ReanchorSettings  # noqa: E402
+from engine_sidecar.reanchor.shift import Shift  # noqa: E402
+from engine_sidecar.voxtral_plan import PRESETS, VOXTRAL_MINI_4B_REALTIME  # noqa: E402
+
+BLOCK_SIZE = 16  # vLLM's default on CUDA; the encoder holds block_pool_size states per token
+# Physical order of the logical per-layer axes (L, B, H, N, C), outermost first: vllm/v1/kv_cache_layout.py.
+LAYOUTS = {"LBNHC": (0, 1, 3, 2, 4), "BLNHC": (1, 0, 3, 2, 4)}
+SHIFT_TOKENS = 4096  # a typical D; the angle is reduced in float64, so the size does not matter for accuracy
+
+
+def layer_views(layout: str, layers: int, blocks: int, heads: int, slots: int, head_dim: int, dtype: torch.dtype,
+                device: torch.device) -> list[torch.Tensor]:
+    """Per-layer [B, H, N, 2D] views of one buffer, strided as vLLM 0.32's create_kv_cache_views makes them."""
+    shape = (layers, blocks, heads, slots, 2 * head_dim)
+    order = LAYOUTS[layout]
+    strides = [0] * 5
+    step = 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= shape[axis]
+    raw = torch.zeros(step, dtype=dtype, device=device)
+    whole = torch.as_strided(raw, shape, strides)
+    return [whole[i] for i in range(layers)]
+
+
+def flash_writer(head_dim: int) -> Any:
+    """reshape_and_cache_flash's effect on FlashAttention's split of the cache (every stride honoured)."""
+
+    def write(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
+        key_cache, value_cache = cache.transpose(1, 2).split(head_dim, dim=-1)
+        per_block = cache.shape[2]
+        key_cache[slots // per_block, slots % per_block] = key
+        value_cache[slots // per_block, slots % per_block] = value
+
+    return write
+
+
+def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int) -> KeyLayout:
+    shape = tuple(view.shape)
+    return probe_key_layout(flash_writer(head_dim), lambda n: (n, *shape[1:]), slots, heads, head_dim, view.dtype,
+                            kv_cache_like=view)
+
+
+def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: str) -> dict[str, Any]:
+    p = VOXTRAL_MINI_4B_REALTIME
+    if kind == DECODER:
+        heads, head_dim, states, spec = p.decoder_kv_heads, p.decoder_head_dim, 1, RotarySpec(
+            p.decoder_head_dim, p.decoder_head_dim, 1e6, neox=True)
+    else:
+        heads, head_dim, states = p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor
+        spec = RotarySpec(head_dim, head_dim, 1e6, neox=False, states_per_token=states)
+    slots, blocks = BLOCK_SIZE * states, 6
+    views = layer_views(layout, 2, blocks, heads, slots, head_dim, dtype, device)
+    live = views[1]
+    key_layout = probe(live, heads, slots, head_dim)
+    gen = torch.Generator().manual_seed(7)
+    raw = torch.randn(blocks * slots, heads, head_dim, generator=gen, dtype=torch.float64)
+    base = 200_000 * states  # far along a long session: large angles
+    positions = torch.arange(blocks * slots, dtype=torch.int64) + base
+    written = rope_rotate(raw, positions, spec).to(dtype)  # what the model cached: RoPE at p, in the dtype
+    flash_writer(head_dim)(written.to(device), torch.zeros_like(written, device=device), live,
+                           torch.arange(blocks * slots, device=device))
+    target = LayerTarget("layer", kind, 0, spec, key_layout.key_view(live), key_layout, 1)
+    rotator = KeyRotator((target,), ReanchorSettings())
+    rotator.rotate(Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=(tuple(range(blocks)),)))
+    got = key_layout.read(key_layout.key_view(live), torch.arange(blocks, device=device)).reshape(-1, heads, head_dim)
+    reference = rope_rotate(raw, positions - SHIFT_TOKENS * states, spec)  # float64 truth at p - D
+    err = (got.double().cpu() - reference).abs()
+    scale = reference.abs().amax(dim=-1, keepdim=True)  # per key vector: a rotation mixes its elements
+    ulp = torch.finfo(dtype).eps
+    # Two roundings (the cached key, the rotated one) plus float32 arithmetic: a few ulps of the vector's size.
+    rel = float((err / scale).max())
+    # Negative control: one token off must be far outside the bound, or the bound proves nothing.
+    off_by_one = rope_rotate(raw, positions - (SHIFT_TOKENS - 1) * states, spec)
+    control = float(((got.double().cpu() - off_by_one).abs() / scale).max())
+    ok = rel <= 4 * ulp < control / 10 and torch.equal(views[0], torch.zeros_like(views[0]))
+    return {"layout": layout, "kind": kind, "dtype": str(dtype).removeprefix("torch."), "heads": heads,
+            "head_dim": head_dim, "probed": key_layout.describe(), "max_rel_err": rel, "ulp": ulp,
+            "off_by_one_token_rel_err": control, "ok": ok}
+
+
+def check_graph(device: torch.device) -> dict[str, Any]:
+    """A captured graph reading the cache sees an in-place rotation done outside it (the rotated bytes)."""
+    if device.type != "cuda":
+        return {"ok": True, "skipped": "CUDA graphs need a CUDA device"}
+    heads, head_dim, slots = 8, 128, BLOCK_SIZE
+    spec = RotarySpec(head_dim, head_dim, 1e6, neox=True)
+    live = layer_views("LBNHC", 1, 4, heads, slots, head_dim, torch.bfloat16, device)[0]
+    live.normal_()
+    key_layout = probe(live, heads, slots, head_dim)
+    view = key_layout.key_view(live)
+    query = torch.randn(heads, head_dim, device=device, dtype=torch.bfloat16)
+    index = torch.arange(4, device=device)
+    scores = torch.empty(4 * slots, heads, device=device, dtype=torch.float32)
+
+    def read_scores() -> None:
+        keys = key_layout.read(view, index).reshape(-1, heads, head_dim)
+        scores.copy_((keys.float() * query.float()).sum(-1))
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        read_scores()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        read_scores()
+    target = LayerTarget("layer", DECODER, 0, spec, view, key_layout, 1)
+    KeyRotator((target,), ReanchorSettings()).rotate(
+        Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=((0, 1, 2, 3),)))
+    graph.replay()
+    torch.cuda.synchronize()
+    replayed = scores.clone()
+    read_scores()
+    return {"ok": bool(torch.equal(replayed, scores))}
+
+
+def check_cost(device: torch.device, preset_name: str, repeats: int) -> dict[str, Any]:
+    """ms per event: one session's live blocks, every decoder and encoder layer, as the rotator does it."""
+    p, preset = VOXTRAL_MINI_4B_REALTIME, PRESETS[preset_name]
+    dec_window = preset.decoder_window or p.decoder_window  # None in a preset: the model's own
+    enc_window = preset.encoder_window or p.encoder_window
+    dec_blocks = math.ceil(dec_window / BLOCK_SIZE) + 1
+    enc_blocks = math.ceil(enc_window / (BLOCK_SIZE * p.downsample_factor)) + 1
+    pool = max(dec_blocks, enc_blocks) + 2
+    targets = []
+    for kind, layers, heads, head_dim, states, neox in (
+            (DECODER, p.decoder_layers, p.decoder_kv_heads, p.decoder_head_dim, 1, True),
+            (ENCODER, p.encoder_layers, p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor, False)):
+        views = layer_views("LBNHC", layers, pool, heads, BLOCK_SIZE * states, head_dim, torch.bfloat16, device)
+        key_layout = probe(views[0], heads, BLOCK_SIZE * states, head_dim)
+        spec = RotarySpec(head_dim, head_dim, 1e6, neox=neox, states_per_token=states)
+        group = 0 if kind == DECODER else 1
+        targets += [LayerTarget(f"{kind}.{i}", kind, group, spec, key_layout.key_view(v), key_layout, 1)
+                    for i, v in enumerate(views)]
+    rotator = KeyRotator(tuple(targets), ReanchorSettings())
+    shift = Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0,
+                  blocks=(tuple(range(dec_blocks)), tuple(range(enc_blocks))))
+    sync = _synchronize(device)
+    rotator.rotate(shift)  # warm-up
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        rotator.rotate(shift)
+        sync()
+        times.append((time.perf_counter() - start) * 1000)
+    syncs = _count_syncs(device, lambda: rotator.rotate(shift))
+    times.sort()
+    return {"preset": preset_name, "layers": len(targets), "blocks": [dec_blocks, enc_blocks],
+            "ms_median": round(times[len(times) // 2], 3), "ms_max": round(times[-1], 3), "host_syncs": syncs,
+            "ok": True}
+
+
+def _synchronize(device: torch.device) -> Any:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def _count_syncs(device: torch.device, fn: Any) -> int | None:
+    """Synchronizing CUDA calls `fn` makes, from torch's sync debug mode (None off CUDA: nothing to wait for)."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    return sum("synchroniz" in str(w.message).lower() for w in caught)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda | cpu (default cuda)")
+    parser.add_argument("--repeats", type=int, default=20, help="timed events per preset")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(json.dumps({"ok": False, "error": "no CUDA device (use --device cpu)"}))
+        return 2
+    started = time.perf_counter()
+    report: dict[str, Any] = {"device": args.device, "torch": torch.__version__,
+                              "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None}
+    checks: list[dict[str, Any]] = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for layout in LAYOUTS:
+            for kind in (DECODER, ENCODER):
+                checks.append(_guarded("rotation", check_rotation, device, dtype, layout, kind))
+    checks.append(_guarded("graph", check_graph, device))
+    for preset in PRESETS:
+        checks.append(_guarded("cost", check_cost, device, preset, args.repeats))
+    report["checks"] = checks
+    report["ok"] = all(c["ok"] for c in checks)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(report, indent=1))
+    return 0 if report["ok"] else 1
+
+
+def _guarded(name: str, check: Any, *args: Any) -> dict[str, Any]:
+    """A check that raises is a failure with its reason, never a crash of the whole report."""
+    try:
+        return {"check": name, **check(*args)}
+    except Exception as exc:
+        return {"check": name, "ok": False, "error": repr(exc)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
