@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._proto import engine_pb2 as pb
-from .engine import Closed, Delta, Diagnostic, EngineInfo, EngineOutput, Flushed
+from .engine import Closed, Delta, Diagnostic, EngineInfo, EngineOutput, Flushed, Progress
 
 DIAGNOSTIC_KINDS = {
     "warning": pb.DIAGNOSTIC_KIND_WARNING,
@@ -24,6 +24,8 @@ def output_to_proto(out: EngineOutput) -> pb.SessionOutput:
     if isinstance(out, Diagnostic):
         return pb.SessionOutput(diagnostic=pb.Diagnostic(
             kind=DIAGNOSTIC_KINDS.get(out.kind, pb.DIAGNOSTIC_KIND_WARNING), message=out.message, at_ms=out.at_ms))
+    if isinstance(out, Progress):
+        return pb.SessionOutput(progress=pb.Progress(audio_ms=out.audio_ms))
     return pb.SessionOutput(closed=pb.Closed(audio_ms=out.audio_ms))
 
 
@@ -40,6 +42,8 @@ def output_from_proto(msg: pb.SessionOutput) -> EngineOutput | None:
         return Diagnostic(kind=DIAGNOSTIC_NAMES.get(g.kind, "warning"), message=g.message, at_ms=g.at_ms)
     if kind == "closed":
         return Closed(audio_ms=msg.closed.audio_ms)
+    if kind == "progress":
+        return Progress(audio_ms=msg.progress.audio_ms)
     return None
 
 

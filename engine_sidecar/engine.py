@@ -56,7 +56,19 @@ class Closed:
     audio_ms: int
 
 
-EngineOutput = Delta | Diagnostic | Flushed | Closed
+@dataclass(frozen=True)
+class Progress:
+    """The engine has taken in the session's audio up to audio_ms: whatever it has not yet said about that
+    audio waits for more audio, a flush or close, not for the engine. Engines report it whenever it has
+    advanced PROGRESS_EVERY_MS since their last report, so a watcher can tell a pause (the engine holds its
+    last words until more audio comes) from a frozen engine (audio it was given is not taken in)."""
+
+    audio_ms: int
+
+
+PROGRESS_EVERY_MS = 500
+
+EngineOutput = Delta | Diagnostic | Flushed | Closed | Progress
 
 
 class EngineSession(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from .engine import Closed, EngineOutput
+from .engine import PROGRESS_EVERY_MS, Closed, EngineOutput, Progress
 
 OUTPUT_QUEUE_SIZE = 256
 
@@ -14,6 +14,7 @@ class OutputChannel:
     def __init__(self, maxsize: int = OUTPUT_QUEUE_SIZE) -> None:
         self._queue: asyncio.Queue[EngineOutput | None] = asyncio.Queue(maxsize=maxsize)
         self._ended = False
+        self._progress_ms = 0  # the last Progress reported
 
     async def put(self, item: EngineOutput) -> None:
         if self._ended:
@@ -21,6 +22,12 @@ class OutputChannel:
         await self._queue.put(item)
         if isinstance(item, Closed):
             self._ended = True
+
+    async def progress(self, audio_ms: int) -> None:
+        """Report the audio the engine has taken in (Progress), every PROGRESS_EVERY_MS of it."""
+        if audio_ms - self._progress_ms >= PROGRESS_EVERY_MS:
+            self._progress_ms = audio_ms
+            await self.put(Progress(audio_ms))
 
     def end_now(self) -> None:
         """Abort: wake the reader without waiting for room."""

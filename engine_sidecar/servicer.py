@@ -46,12 +46,16 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         if refusal := getattr(self._engine, "admission_refusal", lambda: None)():
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
             return
+        # The slot is taken here and given back in the finally below, on every path: a cancel or an error
+        # while the engine opens the session included (the one place `_active` changes).
         self._active += 1
-        session = await self._engine.open_session(first.open.session_id, first.open.language_code)
-        log.info("session_opened", session_id=first.open.session_id)
-        feeder = asyncio.create_task(self._feed(request_iterator, session))
+        session: EngineSession | None = None
+        feeder: asyncio.Task[str | None] | None = None
         finished = False
         try:
+            session = await self._engine.open_session(first.open.session_id, first.open.language_code)
+            log.info("session_opened", session_id=first.open.session_id)
+            feeder = asyncio.create_task(self._feed(request_iterator, session))
             yield opened_to_proto(self._engine.info)
             async for out in session.outputs():
                 yield output_to_proto(out)
@@ -63,9 +67,12 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         finally:
             self._active -= 1
             if not finished:
-                feeder.cancel()
-                await session.abort()
-            log.info("session_closed", session_id=first.open.session_id, completed=finished)
+                if feeder is not None:
+                    feeder.cancel()
+                if session is not None:
+                    await session.abort()
+            log.info("session_closed", session_id=first.open.session_id, completed=finished,
+                     opened=session is not None)
 
     async def _feed(self, requests: AsyncIterator[pb.SessionInput], session: EngineSession) -> str | None:
         """Drive the session from the service's input; an engine failure aborts it and is returned."""

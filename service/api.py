@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
 from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client._proto import speech_pb2_grpc
 
-from . import errors, metrics, proto_edge, tracing
+from . import errors, metrics, proto_edge, request_stream, tracing
+from .capacity import CapacityAudit, CapacityCounts
 from .clock import Clock
 from .config import Config
 from .events import ClientInput, EndReason, SessionOutput
@@ -26,7 +28,8 @@ log = structlog.get_logger("api")
 
 
 class SpeechServicer(speech_pb2_grpc.SpeechServicer):
-    def __init__(self, config: Config, supervisor: SidecarSupervisor, clock: Clock) -> None:
+    def __init__(self, config: Config, supervisor: SidecarSupervisor, clock: Clock,
+                 on_capacity_change: Callable[[], None] = lambda: None) -> None:
         self._config = config
         self._supervisor = supervisor
         self._engines: EngineSource = supervisor
@@ -36,6 +39,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._starting = 0  # admitted sessions still opening their engine link (not yet in _sessions)
         self._no_sessions = asyncio.Event()
         self._no_sessions.set()
+        self._on_capacity_change = on_capacity_change  # a session was admitted or ended: readiness may change
+        self.capacity = CapacityAudit(clock, config.sidecar_health_interval_s)
         self.draining = False
 
     @property
@@ -46,6 +51,27 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         status = self._supervisor.status
         return tuple(status.languages) if status else ()
 
+    @property
+    def held(self) -> int:
+        """Sessions holding a slot: starting, live, and detached ones waiting for a resume."""
+        return len(self._sessions) + self._starting
+
+    def _limit(self) -> int:
+        c, status = self._config, self._supervisor.status
+        return min(c.max_sessions, status.max_sessions) if status and status.max_sessions else c.max_sessions
+
+    def has_room(self) -> bool:
+        return self.held < self._limit()
+
+    def capacity_counts(self) -> CapacityCounts:
+        status = self._supervisor.status
+        return CapacityCounts(service=self.held, sidecar=status.active_sessions if status else 0,
+                              engine=status.counters.get("sessions_active", 0) if status else 0)
+
+    def audit_capacity(self) -> None:
+        """After a sidecar status: compare the three counts (see service/capacity.py)."""
+        self.capacity.check(self.capacity_counts())
+
     def _admit(self, tenant: Tenant | None) -> None:
         c = self._config
         if self.draining:
@@ -54,9 +80,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         if not self._supervisor.ready:
             raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting",
                                      c.retry_delay_s)
-        status = self._supervisor.status
-        limit = min(c.max_sessions, status.max_sessions) if status and status.max_sessions else c.max_sessions
-        if len(self._sessions) + self._starting >= limit:
+        limit = self._limit()
+        if self.held >= limit:
             raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
         if tenant is not None:
             quota = tenant.max_sessions or c.tenant_max_sessions
@@ -69,6 +94,9 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         session.record_metrics()
         if not self._sessions:
             self._no_sessions.set()
+        if not self._supervisor.admitting:  # maybe for want of a slot: see that this one is free now
+            self._supervisor.check_soon()
+        self._on_capacity_change()
 
     async def _open(self, msg: pb.StreamingConfig) -> tuple[Session, int]:
         """A new session, or the one `resume_token` names; and the seq to continue after."""
@@ -92,13 +120,15 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         if tenant is not None:
             self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
         self._starting += 1  # holds its slot while it starts: a burst cannot all pass _admit at once
+        self._on_capacity_change()
         try:
             started = await session.start()
-        except BaseException:
+        except BaseException:  # refused, failed, or the client hung up meanwhile (start() closed its link)
             self._tenant_of.pop(session_id, None)
-            raise
-        finally:
             self._starting -= 1
+            self._on_capacity_change()
+            raise
+        self._starting -= 1  # from here on _sessions holds it, with no await in between
         metrics.SESSIONS_STARTED.inc()
         tracing.session_started(session.session_id, {
             "voxgate.encoding": cfg.encoding.value, "voxgate.sample_rate_hz": cfg.sample_rate_hz,
@@ -129,7 +159,10 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
             if not completed:
-                session.detach()  # the client vanished: it may resume
+                if session.has_audio:
+                    session.detach()  # the client vanished: it may resume
+                else:
+                    await session.abandon()  # nothing to resume: its slot is free at once (docs/reliability.md)
         if session.error is not None:
             raise session.error
 
@@ -139,14 +172,15 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         structlog.contextvars.bind_contextvars(peer=context.peer())
         responses = 0
         try:
-            first = await anext(aiter(request_iterator), None)
+            requests = aiter(request_iterator)
+            first = await request_stream.next_request(requests, "the first request")
             if first is None:
-                return
+                raise errors.protocol_order("the stream ended without a request: the first request must carry config")
             if first.WhichOneof("request") != "config":
                 raise errors.protocol_order(
                     f"the first request must carry config; got {first.WhichOneof('request') or 'an empty request'}")
             max_bytes = self._config.max_audio_bytes_per_message
-            async for seq, out, cfg in self.run_session(first.config, _inputs(request_iterator)):
+            async for seq, out, cfg in self.run_session(first.config, _inputs(requests)):
                 responses += 1
                 yield proto_edge.response(out, seq, cfg, max_bytes)
         except errors.StreamError as exc:
@@ -169,8 +203,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                                  model=status.model if status else c.model),
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
-            max_sessions=min(c.max_sessions, status.max_sessions) if status and status.max_sessions
-            else c.max_sessions, active_sessions=len(self._sessions),
+            max_sessions=self._limit(), active_sessions=self.held,
+            capacity=proto_edge.capacity(self.capacity_counts(), self.capacity.mismatches),
             position_mode=proto_edge.POSITION_MODES.get(status.position_mode if status else "",
                                                         pb.POSITION_MODE_UNSPECIFIED),
             position_mode_reason=status.position_mode_reason if status else "")
@@ -189,5 +223,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
 
 
 async def _inputs(requests: AsyncIterator[pb.StreamingRecognizeRequest]) -> AsyncIterator[ClientInput]:
-    async for msg in requests:
-        yield proto_edge.client_input(msg)
+    try:
+        async for msg in requests:
+            yield proto_edge.client_input(msg)
+    except DecodeError as exc:  # gRPC could not decode a request; the stream ends there (request_stream)
+        raise request_stream.malformed(exc) from exc

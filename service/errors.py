@@ -28,6 +28,8 @@ TOKEN_MISSING = "TOKEN_MISSING"
 TOKEN_INVALID = "TOKEN_INVALID"
 API_NOT_ALLOWED = "API_NOT_ALLOWED"
 SESSION_QUOTA = "SESSION_QUOTA"
+MALFORMED_REQUEST = "MALFORMED_REQUEST"
+INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,17 @@ def unsupported_format(field: str, message: str) -> StreamError:
 
 def protocol_order(message: str) -> StreamError:
     return StreamError(grpc.StatusCode.FAILED_PRECONDITION, PROTOCOL_ORDER, message)
+
+
+def malformed_request(what: str, detail: str) -> StreamError:
+    """A request that is not valid protobuf for its type (or has a string field that is not UTF-8)."""
+    return StreamError(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED_REQUEST,
+                       f"{what} could not be decoded: not a valid protobuf message of the method's request type, "
+                       f"or a string field that is not UTF-8 ({detail})")
+
+
+def internal(message: str) -> StreamError:
+    return StreamError(grpc.StatusCode.INTERNAL, INTERNAL_ERROR, message)
 
 
 def unavailable(reason: str, message: str, retry_delay_s: float) -> StreamError:

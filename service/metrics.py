@@ -27,6 +27,13 @@ FINAL_LATENCY = Histogram("voxgate_final_latency_seconds", "End of speech (VAD) 
 ENGINE_EVENTS = Counter("voxgate_engine_events_total",
                         "Engine events: rollover, reanchor, rut_recovery, freeze_recovery (engine side); "
                         "engine_restarted, engine_reset (service-side seams)", ["kind"])
+CAPACITY_SESSIONS = Gauge("voxgate_capacity_sessions",
+                          "Sessions as each layer counts them at the last sidecar health check: service (held by "
+                          "the service), sidecar (engine slots handed out), engine (the engine's own count); equal "
+                          "once sessions end", ["layer"])
+CAPACITY_MISMATCHES = Counter("voxgate_capacity_mismatches_total",
+                              "Health checks at which service, sidecar and engine session counts stayed apart "
+                              "(a leaked slot); counted once until they agree again")
 ENGINE_UP = Gauge("voxgate_engine_up", "1 while the engine sidecar is ready")
 SIDECAR_RESTARTS = Counter("voxgate_sidecar_restarts_total", "Engine sidecar restarts")
 ENGINE_KV_USAGE = Gauge("voxgate_engine_kv_cache_usage_ratio", "Engine KV-cache usage (engines that report it)")

@@ -7,6 +7,7 @@ from google.protobuf import duration_pb2
 from voxgate_client._proto import speech_pb2 as pb
 
 from . import errors
+from .capacity import CapacityCounts
 from .events import (
     AudioIn,
     ClientInput,
@@ -32,6 +33,11 @@ END_REASONS = {
     EndReason.ERROR: pb.SESSION_END_REASON_ERROR,
     EndReason.CLIENT_GONE: pb.SESSION_END_REASON_CLIENT_GONE,
 }
+
+
+def capacity(counts: CapacityCounts, mismatches: int) -> pb.CapacityCounts:
+    return pb.CapacityCounts(service_sessions=counts.service, sidecar_slots=counts.sidecar,
+                             engine_sessions=counts.engine, mismatches=mismatches)
 
 
 def duration_ms(ms: int) -> duration_pb2.Duration:

@@ -1,7 +1,8 @@
 """The voxgate server: start(), serve(), ordered shutdown(). Signal handlers only set an event.
 
 Health: "" is liveness (SERVING while the process serves); "voxgate.v1.Speech"
-is readiness (SERVING only while new sessions can be admitted).
+is readiness (SERVING only while a new session can be admitted: the engine is up and has
+headroom, the sidecar and the service have a free slot, and the server is not draining).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class Server:
         self.config = config
         self._security = Security(config)  # reads and checks the TLS and token files: bad ones fail the start
         self._health = health.aio.HealthServicer()
-        self._supervisor = SidecarSupervisor(config, self._on_engine_ready)
-        self._speech = SpeechServicer(config, self._supervisor, clock or SystemClock())
+        self._supervisor = SidecarSupervisor(config, self._on_engine_ready, self._on_engine_status)
+        self._speech = SpeechServicer(config, self._supervisor, clock or SystemClock(), self._refresh_readiness)
+        self._ready = False  # readiness as last set
         self._grpc: grpc.aio.Server | None = None
         self._stop = asyncio.Event()
         self._health_tasks: set[asyncio.Task[None]] = set()
@@ -68,7 +70,20 @@ class Server:
 
     def _on_engine_ready(self, ready: bool) -> None:
         log.info("engine_ready" if ready else "engine_not_ready")
-        self._set_health(SPEECH_SERVICE, ready and not self._speech.draining)
+        self._refresh_readiness()
+
+    def _on_engine_status(self) -> None:
+        self._speech.audit_capacity()
+        self._refresh_readiness()
+
+    def _refresh_readiness(self) -> None:
+        s = self._supervisor
+        ready = s.ready and s.admitting and self._speech.has_room() and not self._speech.draining
+        if ready != self._ready:
+            self._ready = ready
+            log.info("readiness", serving=ready, engine_ready=s.ready, engine_admitting=s.admitting,
+                     sessions=self._speech.held)
+            self._set_health(SPEECH_SERVICE, ready)
 
     async def start(self) -> None:
         c = self.config
@@ -114,6 +129,7 @@ class Server:
         """Stop admitting, let sessions end with DRAINING and their finals, then stop everything."""
         c = self.config
         self._speech.draining = True
+        self._ready = False
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)
         log.info("draining", sessions=len(self._speech.sessions), grace_s=c.drain_grace_s)
         await self._speech.drain(c.drain_grace_s)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from voxgate_client._proto import speech_pb2 as pb
 
 from . import errors
 from .audio.decode import Encoding
+from .client_text import quoted
 from .config import Config
 
 MIN_RATE_HZ = 8000
 MAX_RATE_HZ = 48000
 MAX_CHANNELS = 1
+MAX_LANGUAGE_CODE_CHARS = 35  # RFC 5646 §4.4.1: the longest tag implementations must keep
+LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_-]*")  # "en-US" (BCP-47); "en_US" as some clients write it; "" = default
 ENCODINGS = {
     pb.AUDIO_ENCODING_LINEAR16: Encoding.LINEAR16,
     pb.AUDIO_ENCODING_MULAW: Encoding.MULAW,
@@ -60,6 +64,10 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
             "config.audio_channel_count",
             f"only mono audio is supported (audio_channel_count 1); got {msg.audio_channel_count}")
     language = msg.language_code
+    if len(language) > MAX_LANGUAGE_CODE_CHARS or not LANGUAGE_CODE.fullmatch(language):
+        raise errors.invalid_config(
+            "config.language_code", f"language_code must be a BCP-47 tag (letters, digits, '-'; at most "
+                                    f"{MAX_LANGUAGE_CODE_CHARS} characters), got {quoted(language)}")
     if language and languages and language.lower() not in {x.lower() for x in languages}:
         raise errors.invalid_config(
             "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}")

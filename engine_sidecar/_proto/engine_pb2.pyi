@@ -183,6 +183,7 @@ class SessionOutput(_message.Message):
     FLUSHED_FIELD_NUMBER: _builtins.int
     DIAGNOSTIC_FIELD_NUMBER: _builtins.int
     CLOSED_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def opened(self) -> Global___Opened: ...
     @_builtins.property
@@ -193,6 +194,8 @@ class SessionOutput(_message.Message):
     def diagnostic(self) -> Global___Diagnostic: ...
     @_builtins.property
     def closed(self) -> Global___Closed: ...
+    @_builtins.property
+    def progress(self) -> Global___Progress: ...
     def __init__(
         self,
         *,
@@ -201,12 +204,13 @@ class SessionOutput(_message.Message):
         flushed: Global___Flushed | None = ...,
         diagnostic: Global___Diagnostic | None = ...,
         closed: Global___Closed | None = ...,
+        progress: Global___Progress | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_output: _TypeAlias = _typing.Literal["opened", "delta", "flushed", "diagnostic", "closed"]  # noqa: Y015
+    _WhichOneofReturnType_output: _TypeAlias = _typing.Literal["opened", "delta", "flushed", "diagnostic", "closed", "progress"]  # noqa: Y015
     _WhichOneofArgType_output: _TypeAlias = _typing.Literal["output", b"output"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_output) -> _WhichOneofReturnType_output | None: ...
 
@@ -352,6 +356,31 @@ class Closed(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Closed: _TypeAlias = Closed  # noqa: Y015
+
+@_typing.final
+class Progress(_message.Message):
+    """The engine has taken in the session's audio up to audio_ms (ms from the session's first sample):
+    what it has not yet said about that audio waits for more audio, a flush or close, not for the engine.
+    Sent whenever it has advanced 500 ms (engine.PROGRESS_EVERY_MS) since the last one, so the service
+    can tell a pause from a frozen engine session.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AUDIO_MS_FIELD_NUMBER: _builtins.int
+    audio_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        audio_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_ms", b"audio_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Progress: _TypeAlias = Progress  # noqa: Y015
 
 @_typing.final
 class GetStatusRequest(_message.Message):

@@ -7,7 +7,8 @@ Script (JSON file passed as the model; every key optional):
    "blank_only": false,                       # emit nothing at all (a "rut")
    "stall_at_ms": null,                       # stop consuming audio from this time on
    "crash_at_ms": null,                       # SIGKILL the sidecar at this audio time
-   "step_sleep_ms": 0}                        # processing time per chunk
+   "step_sleep_ms": 0,                        # processing time per chunk
+   "open_ms": 0}                              # time to open a session (like loading a decoder)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class FakeScript:
     stall_at_ms: int | None = None
     crash_at_ms: int | None = None
     step_sleep_ms: int = 0
+    open_ms: int = 0
 
     @classmethod
     def load(cls, path: str) -> FakeScript:
@@ -78,6 +80,7 @@ class FakeSession:
                 self._generated += 1
         self._audio_ms += chunk_ms
         await self._emit_until(self._audio_ms - s.delay_ms)
+        await self._out.progress(self._audio_ms)
 
     async def _emit_until(self, audio_ms: int) -> None:
         while self._pending and self._pending[0][1] <= audio_ms:
@@ -115,6 +118,8 @@ class FakeEngine:
         return None
 
     async def open_session(self, session_id: str, language_code: str) -> FakeSession:
+        if self._script.open_ms:
+            await asyncio.sleep(self._script.open_ms / 1000)
         self._counters.sessions_total += 1
         self._counters.sessions_active += 1
         return FakeSession(self._script, self._counters)

@@ -78,6 +78,7 @@ class SphinxSession:
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         words = await asyncio.to_thread(self._decode, pcm16)
         self._audio_ms += len(pcm16) // BYTES_PER_MS
+        await self._out.progress(self._audio_ms)  # decoded: words it holds back wait for more audio
         self._history.append((self._audio_ms, words))
         while len(self._history) > 1 and self._history[1][0] <= self._audio_ms - STABLE_MS:
             self._history.pop(0)

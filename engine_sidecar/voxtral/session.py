@@ -248,6 +248,9 @@ class VoxtralSession:
         self._covered_ms = max(self._covered_ms, end)
         self._note_progress()
         await self._ack_flushes()
+        self._reader_slow = True
+        await self._out.progress(self._taken_ms())
+        self._reader_slow = False
         self._progress.set()
 
     async def _ack_flushes(self) -> None:
@@ -279,6 +282,11 @@ class VoxtralSession:
             elapsed_ms = (now - self._rate_mark[0]) * 1000
             self._progress_rate = (self._covered_ms - self._rate_mark[1]) / elapsed_ms
             self._rate_mark = (now, self._covered_ms)
+
+    def _taken_ms(self) -> int:
+        """Audio the model has taken in: its tokens cover all of it but its own delay and the frame in the making;
+        the rest waits for more audio (or close's right padding), not for the engine."""
+        return min(self._pushed_ms(), self._covered_ms + self._g.delay_ms + 2 * self._g.frame_ms)
 
     def _excess_backlog_ms(self) -> int:
         """Audio fed beyond what the model's own delay and one frame explain."""

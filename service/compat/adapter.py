@@ -16,10 +16,11 @@ from typing import Any
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
 from voxgate_client._proto import speech_pb2 as pb
 
-from .. import errors
+from .. import errors, request_stream
 from ..api import SpeechServicer
 from ..events import AudioIn, ClientInput, EndReason, KeepAliveIn, SessionOutput, Started
 from ..session_config import SessionConfig
@@ -76,7 +77,12 @@ async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: s
             done, _ = await asyncio.wait({pending, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if pending not in done:
                 return
-            msg, pending = pending.result(), None
+            try:
+                msg = pending.result()
+            except DecodeError as exc:  # the stream ends at a request gRPC could not decode
+                raise request_stream.malformed(exc) from exc
+            finally:
+                pending = None
             if msg is None:
                 return
             kind = msg.WhichOneof(oneof)
@@ -91,7 +97,7 @@ async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: s
         stopped.cancel()
         if pending is not None:  # stopped early, or the session ended without reading on
             pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, grpc.RpcError, StopAsyncIteration):
+            with contextlib.suppress(asyncio.CancelledError, grpc.RpcError, StopAsyncIteration, DecodeError):
                 await pending
 
 
@@ -158,7 +164,7 @@ async def abort(context: grpc.aio.ServicerContext, exc: errors.StreamError, name
 
 async def first_streaming_request(requests: AsyncIterator[Any]) -> Any | None:
     """The first request, which both vendor protocols require to carry streaming_config; None if none came."""
-    first = await anext(requests, None)
+    first = await request_stream.next_request(requests, "the first request")
     if first is not None and first.WhichOneof("streaming_request") != "streaming_config":
         raise errors.protocol_order("the first request must carry streaming_config")
     return first

@@ -109,7 +109,10 @@ class GoogleSpeechServicer(cloud_speech_pb2_grpc.SpeechServicer):
         self, request: gs.RecognizeRequest, context: grpc.aio.ServicerContext
     ) -> gs.RecognizeResponse:
         try:
-            if request.audio.WhichOneof("audio_source") != "content":
+            source = request.audio.WhichOneof("audio_source")
+            if source is None:  # as Google's own: the audio is missing, not a uri
+                raise errors.invalid_config("audio.content", "no audio: set audio.content (inline audio bytes)")
+            if source != "content":
                 raise errors.invalid_config("audio.uri", "only inline audio.content is supported, not audio.uri")
             config = voxgate_config(request.config, False, "config.")
             cfg, results = await adapter.finals(

@@ -164,6 +164,11 @@ class Session:
         self._attached = True
         self._timers.attached()
 
+    @property
+    def has_audio(self) -> bool:
+        """Whether any client audio reached the session (on this or an earlier stream)."""
+        return self._intake.bytes_in > 0
+
     def detach(self) -> None:
         """The client vanished without ending the session: wait for a resume."""
         self._attached = False
@@ -195,6 +200,9 @@ class Session:
                 await self.finish_input(self._stop_reason)
         except errors.StreamError as exc:
             await self.finish_input(EndReason.ERROR, exc)
+        except Exception as exc:  # a bug, not the client's doing: end with the finals and INTERNAL, never hang
+            log.exception("session_input_failed")
+            await self.finish_input(EndReason.ERROR, errors.internal(f"the server failed reading this stream: {exc!r}"))
         finally:
             self._consumer = None
 
@@ -334,6 +342,7 @@ class Session:
                 log.info("engine_reopen_retry", error=str(exc))
                 await asyncio.sleep(RECOVERY_RETRY_S)
         # The writer replays it first, under the freeze watch: a fresh engine session may stall too.
+        self._freeze.restart(base)
         self._resend = self._replay.snapshot()
         if self._close_deadline is not None:  # the fresh engine gets the whole flush timeout
             self._close_deadline = self._clock.monotonic() + self._server.final_flush_timeout_s
@@ -358,8 +367,8 @@ class Session:
                     self._freeze.check()
                     if self._close_deadline is not None and self._clock.monotonic() > self._close_deadline:
                         if self._freeze.unanswered_since is not None and self._closing_resets < CLOSING_RESETS:
-                            # Closing with speech the engine has not answered: treat it as frozen now
-                            # rather than give up on the finals (freeze_timeout_s may be longer).
+                            # Closing and the engine has not answered (Closed is owed): treat it as frozen
+                            # now rather than give up on the finals (freeze_timeout_s may be longer).
                             self._closing_resets += 1
                             self._freeze.disarm()
                             raise Frozen("no final results within final_flush_timeout_s")
@@ -392,25 +401,29 @@ class Session:
 
     async def _write(self, link: EngineLink) -> None:
         resend, self._resend = self._resend, []
+        # Audio counts as given to the engine before its write: a write held by the engine's flow control is
+        # audio the engine has not taken in (the freeze watch judges that).
         for chunk in resend:
-            await link.send_audio(chunk.pcm16, chunk.speech)
             self._freeze.sent(chunk)
+            await link.send_audio(chunk.pcm16, chunk.speech)
         if self._close_sent:
+            self._freeze.close_sent()
             await link.send_close()
         while True:
             item = await self._queue.get()
             if isinstance(item, Chunk):
                 self._replay.written(item)
+                self._freeze.sent(item)
                 await link.send_audio(item.pcm16, item.speech)
                 self._written_ms = item.end_ms
                 lag_s = self._clock.monotonic() - item.received_at
                 self._write_lag_ms = int(lag_s * 1000)
                 metrics.LAG.observe(lag_s)
-                self._freeze.sent(item)
             elif isinstance(item, _Flush):
                 await link.send_flush(item.marker)
             else:
                 self._close_sent = True
+                self._freeze.close_sent()
                 await link.send_close()
 
     def _put_final(self) -> None:
@@ -459,6 +472,14 @@ class Session:
         buffered = self._intake.produced_ms - self._written_ms
         return FlowReport(acked_audio_ms=self._intake.received_ms, acked_audio_bytes=self._intake.bytes_in,
                           buffered_audio_ms=max(buffered, 0), lag_ms=self._write_lag_ms if buffered > 0 else 0)
+
+    async def abandon(self) -> None:
+        """The client vanished before any audio: there is nothing to resume, so end now and free the slot."""
+        self._attached = False
+        if not self.ended:
+            log.info("session_abandoned", reason="client gone before any audio")
+            self._end_reason = EndReason.CLIENT_GONE
+        await self.close_now()
 
     async def close_now(self) -> None:
         """Last resort at shutdown: stop everything without waiting for finals."""

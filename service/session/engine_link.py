@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import replace
-from typing import Any
 
 import grpc
 
 from engine_sidecar._proto import engine_pb2 as epb
 from engine_sidecar._proto import engine_pb2_grpc
 from engine_sidecar.convert import output_from_proto
-from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, Flushed
+from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress
 
 OUTPUT_QUEUE_SIZE = 64
 
@@ -37,7 +36,7 @@ class EngineFull(Exception):
 def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
     if isinstance(out, Delta):
         return replace(out, start_ms=out.start_ms + base_ms, end_ms=out.end_ms + base_ms)
-    if isinstance(out, Flushed | Closed):
+    if isinstance(out, Flushed | Closed | Progress):
         return replace(out, audio_ms=out.audio_ms + base_ms)
     if isinstance(out, Diagnostic):
         return replace(out, at_ms=out.at_ms + base_ms)
@@ -60,9 +59,14 @@ class EngineLink:
         self._reader: asyncio.Task[None] | None = None
 
     async def open(self, timeout_s: float) -> None:
+        """Open the engine session. Whatever ends the handshake early (refusal, timeout, a cancel of this
+        task) cancels the call, so the sidecar gives its slot back."""
         call = self._call = self._stub.Session()
         try:
-            first = await asyncio.wait_for(self._handshake(call), timeout_s)
+            # asyncio.timeout, not wait_for: no inner task whose exception could go unretrieved (3.11).
+            async with asyncio.timeout(timeout_s):
+                await call.write(self._open_msg)
+                first = await call.read()
         except grpc.aio.AioRpcError as exc:
             call.cancel()
             if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -72,6 +76,7 @@ class EngineLink:
             call.cancel()
             raise EngineLost(f"engine did not open the session: {exc!r}") from exc
         except asyncio.CancelledError:
+            call.cancel()
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # we are being cancelled
@@ -83,10 +88,6 @@ class EngineLink:
         self.engine, self.model = opened.engine, opened.model
         self.position_mode, self.position_mode_reason = opened.position_mode, opened.position_mode_reason
         self._reader = asyncio.create_task(self._read())
-
-    async def _handshake(self, call: grpc.aio.StreamStreamCall) -> Any:
-        await call.write(self._open_msg)
-        return await call.read()
 
     async def _read(self) -> None:
         assert self._call is not None

@@ -1,45 +1,77 @@
-"""The freeze watch: speech was sent to the engine and nothing came back for freeze_timeout_s."""
+"""The freeze watch: the engine was given audio and has not taken it in for freeze_timeout_s.
+
+The engine is judged by whether it consumes the audio it is given, not by whether
+it has spoken: a healthy engine holds its last words until more audio comes
+(PocketSphinx's settle time, Voxtral's transcription delay), so a client's pause
+(keep_alives, a quiet or half-open client) is not a freeze. Engines report the
+audio they have taken in (Progress, every PROGRESS_EVERY_MS); text, flush
+acknowledgements and Closed say as much. The engine owes an answer while audio
+sent to it is beyond what it reported by more than SLACK_MS (two reporting steps),
+and from the moment it is told to close until Closed.
+"""
 
 from __future__ import annotations
 
-from engine_sidecar.engine import Closed, Delta, Flushed
+from engine_sidecar.engine import PROGRESS_EVERY_MS, Closed, Delta, Flushed, Progress
 
 from ..clock import Clock
 from .intake import Chunk
 
+SLACK_MS = 2 * PROGRESS_EVERY_MS  # audio an engine may have taken in without having reported it yet
+
 
 class Frozen(Exception):
-    """The engine session stopped answering: reset it (a seam) and replay."""
+    """The engine session stopped taking in audio: reset it (a seam) and replay."""
 
 
 class FreezeWatch:
     def __init__(self, clock: Clock, timeout_s: float) -> None:
         self._clock = clock
         self._timeout_s = timeout_s
-        self._speech_sent_to_ms = 0  # session time up to which speech chunks were sent to the engine
-        self.unanswered_since: float | None = None  # speech is out and the engine has not covered it
+        self._sent_ms = 0  # session time up to which audio was handed to the engine
+        self._taken_ms = 0  # session time up to which the engine says it has taken audio in
+        self._closing = False  # told to close: Closed is owed
+        self.unanswered_since: float | None = None  # the engine owes an answer, and has given none since
+
+    def restart(self, base_ms: int) -> None:
+        """A fresh engine session whose audio starts at base_ms: it owes nothing yet."""
+        self._sent_ms = self._taken_ms = base_ms
+        self._closing = False
+        self.unanswered_since = None
 
     def sent(self, chunk: Chunk) -> None:
-        if chunk.speech:
-            self._speech_sent_to_ms = max(self._speech_sent_to_ms, chunk.end_ms)
-            if self.unanswered_since is None:
-                self.unanswered_since = self._clock.monotonic()
+        self._sent_ms = max(self._sent_ms, chunk.end_ms)
+        self._arm()
+
+    def close_sent(self) -> None:
+        self._closing = True
+        self._arm()
 
     def answered(self, out: object) -> None:
-        """Engine output: the clock restarts from now if speech sent is still beyond what it covers.
+        """Engine output: the clock restarts from now if the engine still owes something.
         An output that covers no audio (a diagnostic) says nothing about progress: the clock runs on."""
-        covered = out.end_ms if isinstance(out, Delta) else out.audio_ms if isinstance(out, Flushed | Closed) \
+        taken = out.end_ms if isinstance(out, Delta) else out.audio_ms if isinstance(out, Flushed | Closed | Progress) \
             else None
-        if covered is None:
+        if taken is None:
             return
-        self.unanswered_since = self._clock.monotonic() if self._speech_sent_to_ms > covered else None
+        if isinstance(out, Closed):
+            self._closing = False
+        self._taken_ms = max(self._taken_ms, taken)
+        self.unanswered_since = self._clock.monotonic() if self._owed() else None
 
     def disarm(self) -> None:
         self.unanswered_since = None
 
     def check(self) -> None:
-        """Raise Frozen (once: the watch disarms) when speech has gone unanswered too long."""
+        """Raise Frozen (once: the watch disarms) when the engine has owed an answer too long."""
         since = self.unanswered_since
         if since is not None and self._clock.monotonic() - since > self._timeout_s:
             self.unanswered_since = None
-            raise Frozen(f"speech sent but no engine output for {self._timeout_s:.0f}s")
+            raise Frozen(f"audio sent but not taken in by the engine for {self._timeout_s:.0f}s")
+
+    def _owed(self) -> bool:
+        return self._closing or self._sent_ms - self._taken_ms > SLACK_MS
+
+    def _arm(self) -> None:
+        if self.unanswered_since is None and self._owed():
+            self.unanswered_since = self._clock.monotonic()

@@ -15,7 +15,8 @@ from google.api_core import exceptions
 from google.cloud import speech_v1 as speech
 from google.cloud.speech_v1.services.speech.transports import SpeechGrpcTransport
 
-from tests.helpers import ServerProcess, paced, read_wav_pcm, silence, word_error_rate
+from tests.helpers import ServerProcess, error_reason, paced, read_wav_pcm, silence, word_error_rate
+from tests.raw_wire import GARBAGE, GOOGLE_STREAM, raw_stream
 from voxgate_client.g711 import encode_mulaw
 
 MAX_WER = 0.25
@@ -156,3 +157,21 @@ def test_reflection_describes_both_compat_services(sphinx_server: ServerProcess)
                                 "google.cloud.speech.v1.Speech"],
                                capture_output=True, text=True, timeout=30)
     assert "returns ( stream .google.cloud.speech.v1.StreamingRecognizeResponse )" in described.stdout, described.stderr
+
+
+def test_an_undecodable_first_request_is_malformed_request(sphinx_server: ServerProcess) -> None:
+    got, err = raw_stream(sphinx_server, GOOGLE_STREAM, speech.StreamingRecognizeResponse.deserialize, [GARBAGE])
+    assert not got and err is not None
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+
+
+def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(sphinx_server: ServerProcess) -> None:
+    pcm, rate = read_wav_pcm("go_forward.wav")
+    serialize = speech.StreamingRecognizeRequest.serialize
+    raw = [serialize(speech.StreamingRecognizeRequest(streaming_config=streaming_config(rate))),
+           *(serialize(r) for r in requests(chunks(pcm + silence(0.5), 3200))), GARBAGE]
+    got, err = raw_stream(sphinx_server, GOOGLE_STREAM, speech.StreamingRecognizeResponse.deserialize, raw)
+    assert err is not None, "the stream must end with a status, not hang"
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+    text = " ".join(r.alternatives[0].transcript for resp in got for r in resp.results if r.is_final)
+    assert word_error_rate(GO_FORWARD, text) <= MAX_WER

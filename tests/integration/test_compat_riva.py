@@ -13,6 +13,7 @@ import soxr
 from riva.client.proto import riva_asr_pb2 as rasr
 
 from tests.helpers import ServerProcess, error_reason, paced, read_wav_pcm, silence, word_error_rate
+from tests.raw_wire import GARBAGE, RIVA_STREAM, raw_stream
 from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client.g711 import decode_mulaw, encode_alaw, encode_mulaw
 
@@ -174,3 +175,20 @@ def test_a_vanished_client_frees_its_session_at_once(sphinx_server: ServerProces
     while sphinx_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions:
         assert time.monotonic() < deadline, "the abandoned session still holds a slot"
         time.sleep(0.1)
+
+
+def test_an_undecodable_first_request_is_malformed_request(sphinx_server: ServerProcess) -> None:
+    got, err = raw_stream(sphinx_server, RIVA_STREAM, rasr.StreamingRecognizeResponse.FromString, [GARBAGE])
+    assert not got and err is not None
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+
+
+def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(sphinx_server: ServerProcess) -> None:
+    pcm, rate = read_wav_pcm("go_forward.wav")
+    requests = [rasr.StreamingRecognizeRequest(streaming_config=streaming_config(rate)).SerializeToString(),
+                *(rasr.StreamingRecognizeRequest(audio_content=c).SerializeToString()
+                  for c in chunks(pcm + silence(0.5), 3200)), GARBAGE]
+    got, err = raw_stream(sphinx_server, RIVA_STREAM, rasr.StreamingRecognizeResponse.FromString, requests)
+    assert err is not None, "the stream must end with a status, not hang"
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+    assert word_error_rate(GO_FORWARD, final_text([r for resp in got for r in resp.results])) <= MAX_WER

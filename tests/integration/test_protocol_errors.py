@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from tests.helpers import ServerProcess, audio_requests, config_request, error_reason, recognize, voiced
+from tests.raw_wire import GARBAGE, VOXGATE_STREAM, config_with_bad_utf8, raw_stream
 from voxgate_client._proto import speech_pb2 as pb
 
 
@@ -125,3 +126,27 @@ def test_bad_clients_do_not_disturb_a_healthy_session(fake_server: ServerProcess
     assert text.split() == ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"][:len(text.split())]
     assert len(text.split()) >= 6
     assert fake_server.proc.poll() is None
+
+
+def _speech_requests(seconds: float) -> list[bytes]:
+    return [config_request().SerializeToString(), *(r.SerializeToString() for r in audio_requests(voiced(seconds)))]
+
+
+@pytest.mark.parametrize("first", [GARBAGE, config_with_bad_utf8()], ids=["not-protobuf", "bad-utf8"])
+def test_an_undecodable_first_request_is_malformed_request(fake_server: ServerProcess, first: bytes) -> None:
+    got, err = raw_stream(fake_server, VOXGATE_STREAM, pb.StreamingRecognizeResponse.FromString, [first])
+    assert not got and err is not None
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+
+
+def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(fake_server: ServerProcess) -> None:
+    """The audio before the bad message is final before the status; the session's slot is free at once."""
+    got, err = raw_stream(fake_server, VOXGATE_STREAM, pb.StreamingRecognizeResponse.FromString,
+                          [*_speech_requests(1.5), GARBAGE], timeout=20)
+    assert err is not None, "the stream must end with a status, not hang"
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+    finals = [r.result for r in got if r.HasField("result") and r.result.is_final]
+    assert finals and finals[-1].text.split() == ["alpha", "bravo", "charlie"]
+    assert got[-1].ended.reason == pb.SESSION_END_REASON_ERROR
+    caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
+    assert caps.active_sessions == 0 and caps.capacity.service_sessions == 0

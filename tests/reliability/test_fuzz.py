@@ -231,10 +231,8 @@ def request_of(step: Step, pools: dict[str, list[str]]) -> pb.StreamingRecognize
 
 
 def predict(sc: Scenario) -> Expect:
-    if not sc.steps:
-        return Expect(end=0)  # no request at all: OK, nothing sent back
-    first = sc.steps[0]
-    if first.kind in ("audio", "keep_alive", "finalize", "empty"):
+    first = sc.steps[0] if sc.steps else None
+    if first is None or first.kind in ("audio", "keep_alive", "finalize", "empty"):  # none at all: no config either
         return Expect(error=(grpc.StatusCode.FAILED_PRECONDITION, "PROTOCOL_ORDER"))
     if first.kind == "resume":
         assert first.token is not None
@@ -329,7 +327,11 @@ def resume_after(stub: object, sc: Scenario, first: Outcome, pools: dict[str, li
     out = run(stub, again, pools)
     check(again, out, Expect(open=True))
     alive = predict(Scenario(sc.steps)) == Expect(end=pb.SESSION_END_REASON_CLIENT_END)
-    if alive and first.code == grpc.StatusCode.CANCELLED:  # it waits for us: resumable
+    # A session that never had audio ends when its client vanishes (nothing to resume); one whose audio
+    # the server acknowledged in any way (a result, a speech event, an ack) waits for us.
+    heard = any(r.HasField("result") or r.HasField("speech_event") or
+                (r.HasField("flow_status") and r.flow_status.acked_audio_bytes) for r in first.responses)
+    if alive and heard and first.code == grpc.StatusCode.CANCELLED:  # it waits for us: resumable
         assert out.reason != "SESSION_NOT_FOUND", f"{sc}\n-> {first.code}, then {out.code} {out.reason}"
     return out
 

@@ -99,11 +99,17 @@ def test_after_the_window_the_session_ends_and_frees_its_slot(tmp_path) -> None:
         gate = threading.Event()
 
         def hold() -> Iterator[pb.StreamingRecognizeRequest]:
-            yield config_request()
+            yield flow_config()
+            yield pb.StreamingRecognizeRequest(audio=voiced(0.2))  # with audio it is worth resuming
             gate.wait(10)
 
         call = server.stub().StreamingRecognize(hold(), timeout=30)
-        token = next(iter(call)).started.resume_token
+        got = []
+        for response in call:
+            got.append(response)
+            if response.HasField("flow_status") and response.flow_status.acked_audio_bytes == 6400:
+                break
+        token = got[0].started.resume_token
         call.cancel()
         gate.set()
         with pytest.raises(grpc.RpcError) as info:  # still held for a resume: the only slot is taken
@@ -181,22 +187,28 @@ def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) 
     gate = threading.Event()
 
     def hold() -> Iterator[pb.StreamingRecognizeRequest]:
-        yield config_request()
+        yield flow_config()
+        yield pb.StreamingRecognizeRequest(audio=voiced(0.2))  # with audio it is worth resuming
         gate.wait(10)
 
     call = fake_server.stub().StreamingRecognize(hold(), timeout=30)
-    started = next(iter(call))
+    for response in call:
+        if response.HasField("started"):
+            started = response
+        if response.HasField("flow_status") and response.flow_status.acked_audio_bytes == 6400:
+            last_seq = response.seq
+            break
     call.cancel()
     gate.set()
     token = started.started.resume_token
     with pytest.raises(grpc.RpcError) as info:
         resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            resume_token=token, resume_last_seq=started.seq + 5))])
+            resume_token=token, resume_last_seq=last_seq + 5))])
     code, reason, meta = error_reason(info.value)
     assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG",
                                                  "config.resume_last_seq")
     ok = resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        resume_token=token, resume_last_seq=started.seq))])  # the session is still there to resume
+        resume_token=token, resume_last_seq=last_seq))])  # the session is still there to resume
     assert ok[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
 
 

@@ -62,11 +62,16 @@ class HeldStream:
         self._release.set()
 
 
-def hold_stream(channel: grpc.Channel, metadata: Sequence[tuple[str, str]] = ()) -> HeldStream:
+def hold_stream(channel: grpc.Channel, metadata: Sequence[tuple[str, str]] = (), audio: bytes = b"") -> HeldStream:
+    """`audio`: sent after the config, and held until the server acknowledged it (such a session is
+    resumable; one without audio ends as soon as its client vanishes)."""
     release = threading.Event()
 
     def requests() -> Iterator[pb.StreamingRecognizeRequest]:
-        yield config_request()
+        yield config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100)) if audio \
+            else config_request()
+        if audio:
+            yield pb.StreamingRecognizeRequest(audio=audio)
         release.wait(60)
 
     call = speech_pb2_grpc.SpeechStub(channel).StreamingRecognize(requests(), metadata=metadata, timeout=60)
@@ -76,4 +81,8 @@ def hold_stream(channel: grpc.Channel, metadata: Sequence[tuple[str, str]] = ())
         release.set()
         raise
     assert first.WhichOneof("response") == "started", first
+    if audio:
+        for response in call:
+            if response.HasField("flow_status") and response.flow_status.acked_audio_bytes >= len(audio):
+                break
     return HeldStream(call, first, release)

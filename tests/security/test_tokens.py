@@ -201,9 +201,9 @@ def test_unauthenticated_rpcs_are_rejected_before_any_session(server: ServerProc
 
 
 def test_a_session_resumes_only_for_its_own_tenant(server: ServerProcess) -> None:
-    held = hold_stream(server.channel(), bearer(GLOBEX))
+    held = hold_stream(server.channel(), bearer(GLOBEX), audio=b"\0\0" * 3200)
     resume_token = held.started.started.resume_token
-    held.call.cancel()  # the client vanishes: the session waits for a resume
+    held.call.cancel()  # the client vanishes: the session (it has audio) waits for a resume
     held.stop_sending()
     resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(resume_token=resume_token))
     with pytest.raises(grpc.RpcError) as err:  # another tenant cannot take it over, nor learn that it exists

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from engine_sidecar.engine import Closed, Delta, Engine, EngineOutput, Flushed
+from engine_sidecar.engine import PROGRESS_EVERY_MS, Closed, Delta, Engine, EngineOutput, Flushed, Progress
 from engine_sidecar.engines import create_engine
 from tests.helpers import read_wav_pcm, silence, voiced
 
@@ -82,3 +82,15 @@ async def test_same_audio_same_text(name: str) -> None:
     first = [o for o in await drive(engine, audio) if isinstance(o, Delta)]
     second = [o for o in await drive(engine, audio) if isinstance(o, Delta)]
     assert first == second
+
+
+@pytest.mark.parametrize("name", LIGHT_ENGINES)
+async def test_progress_reports_the_audio_taken_in_whether_or_not_it_was_said(name: str) -> None:
+    # What the service's freeze watch relies on: a pause after audio the engine has taken in is not a freeze.
+    engine = await started(name)
+    audio = speech_for(name) + silence(0.5)
+    outputs = await drive(engine, audio)
+    reports = [o.audio_ms for o in outputs if isinstance(o, Progress)]
+    assert reports and reports == sorted(reports)
+    assert all(b - a >= PROGRESS_EVERY_MS for a, b in zip([0, *reports], reports, strict=False))
+    assert len(audio) / 32 - PROGRESS_EVERY_MS < reports[-1] <= len(audio) / 32

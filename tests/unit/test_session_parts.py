@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed
-from service.session.freeze import FreezeWatch, Frozen
+from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed, Progress
+from service.session.freeze import SLACK_MS, FreezeWatch, Frozen
 from service.session.intake import Chunk
 from service.session.replay import ReplayBuffer
 from service.session.timers import Due, SessionTimers
@@ -45,32 +45,64 @@ def test_replay_drops_the_oldest_audio_beyond_its_bound() -> None:
     assert tiny.snapshot() == []
 
 
-def test_the_freeze_watch_fires_once_speech_goes_unanswered() -> None:
+def test_the_freeze_watch_fires_once_audio_goes_untaken() -> None:
     clock = FakeClock()
     watch = FreezeWatch(clock, timeout_s=15)
-    watch.sent(chunk(0, speech=False))
-    clock.now += 60
-    watch.check()  # silence sent: nothing to answer
-    watch.sent(chunk(80))
-    clock.now += 10
-    watch.answered(Delta("hi", 0, 160))  # covers all the speech sent: disarmed
+    for start in range(0, SLACK_MS, 100):  # up to SLACK_MS unreported: the engine may hold it (not owed)
+        watch.sent(chunk(start, ms=100))
     assert watch.unanswered_since is None
-    watch.sent(chunk(160))
-    watch.sent(chunk(240))
-    clock.now += 10
-    watch.answered(Flushed(1, 200))  # progress, but speech up to 320 ms is still out: the clock restarts
-    assert watch.unanswered_since == clock.now
-    restarted = clock.now
+    watch.sent(chunk(SLACK_MS, ms=100))
+    armed = clock.now
+    assert watch.unanswered_since == armed
+    for start in range(SLACK_MS + 100, 2 * SLACK_MS, 100):
+        watch.sent(chunk(start, ms=100))
     clock.now += 10
     watch.answered(Diagnostic("reanchor", "x", 0))  # covers no audio: the clock runs on
-    assert watch.unanswered_since == restarted
-    watch.sent(chunk(320))
-    clock.now += 5.5
-    with pytest.raises(Frozen, match="no engine output for 15s"):
+    assert watch.unanswered_since == armed
+    watch.answered(Delta("hi", 0, 160))  # progress, but audio is still owed beyond the slack: the clock restarts
+    assert watch.unanswered_since == clock.now
+    clock.now += 10
+    watch.answered(Progress(SLACK_MS))  # taken in, nothing said: caught up all the same
+    assert watch.unanswered_since is None
+    for start in range(2 * SLACK_MS, 3 * SLACK_MS, 100):
+        watch.sent(chunk(start, ms=100))
+    clock.now += 15.5
+    with pytest.raises(Frozen, match="not taken in by the engine for 15s"):
         watch.check()
-    watch.check()  # fired once; it re-arms with the next speech sent
-    watch.sent(chunk(400))
-    watch.answered(Closed(480))
+    watch.check()  # fired once; it re-arms with the next audio sent
+    watch.sent(chunk(3 * SLACK_MS))
+    assert watch.unanswered_since == clock.now
+
+
+def test_a_pause_after_audio_the_engine_took_in_is_not_a_freeze() -> None:
+    clock = FakeClock()
+    watch = FreezeWatch(clock, timeout_s=15)
+    for start in range(0, 2000, 80):
+        watch.sent(chunk(start))
+    watch.answered(Progress(1500))  # 2000 ms sent; the last report came 500 ms before the end
+    watch.answered(Delta(" more", 900, 1200))  # text held back until more audio comes: no matter
+    clock.now += 600  # a ten-minute pause
+    watch.check()
+    assert watch.unanswered_since is None
+
+
+def test_closing_owes_closed_and_a_fresh_engine_session_owes_nothing() -> None:
+    clock = FakeClock()
+    watch = FreezeWatch(clock, timeout_s=15)
+    watch.sent(chunk(0))
+    watch.answered(Progress(80))
+    watch.close_sent()  # all audio was taken in, but Flushed and Closed are owed now
+    assert watch.unanswered_since == clock.now
+    clock.now += 5
+    watch.answered(Flushed(0, 80))
+    assert watch.unanswered_since == clock.now, "still closing"
+    watch.answered(Closed(80))
+    assert watch.unanswered_since is None
+    watch.sent(chunk(5000))  # far beyond anything taken in
+    assert watch.unanswered_since is not None
+    watch.restart(base_ms=5000)  # reset: a fresh engine session starts at the replay's start
+    assert watch.unanswered_since is None
+    watch.sent(chunk(5080))
     assert watch.unanswered_since is None
 
 

@@ -2,6 +2,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
 import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from './google/protobuf/Duration';
+import type { CapacityCounts as _voxgate_v1_CapacityCounts, CapacityCounts__Output as _voxgate_v1_CapacityCounts__Output } from './voxgate/v1/CapacityCounts';
 import type { EndpointingConfig as _voxgate_v1_EndpointingConfig, EndpointingConfig__Output as _voxgate_v1_EndpointingConfig__Output } from './voxgate/v1/EndpointingConfig';
 import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from './voxgate/v1/EngineInfo';
 import type { Finalize as _voxgate_v1_Finalize, Finalize__Output as _voxgate_v1_Finalize__Output } from './voxgate/v1/Finalize';
@@ -35,6 +36,7 @@ export interface ProtoGrpcType {
   voxgate: {
     v1: {
       AudioEncoding: EnumTypeDefinition
+      CapacityCounts: MessageTypeDefinition<_voxgate_v1_CapacityCounts, _voxgate_v1_CapacityCounts__Output>
       EndpointingConfig: MessageTypeDefinition<_voxgate_v1_EndpointingConfig, _voxgate_v1_EndpointingConfig__Output>
       EngineInfo: MessageTypeDefinition<_voxgate_v1_EngineInfo, _voxgate_v1_EngineInfo__Output>
       ErrorReason: EnumTypeDefinition

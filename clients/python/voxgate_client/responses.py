@@ -181,6 +181,12 @@ def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, 
         "position_mode_reason": caps.position_mode_reason,
         "max_sessions": caps.max_sessions,
         "active_sessions": caps.active_sessions,
+        "capacity": {
+            "service_sessions": caps.capacity.service_sessions,
+            "sidecar_slots": caps.capacity.sidecar_slots,
+            "engine_sessions": caps.capacity.engine_sessions,
+            "mismatches": caps.capacity.mismatches,
+        },
     }
 
 

@@ -87,6 +87,12 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"engine     {engine.get('name', '?')} ({engine.get('model', '?')})")
     active, limit = status.get("active_sessions", 0), status.get("max_sessions", "?")
     print(f"sessions   {active} active of {limit}")
+    if cap := status.get("capacity"):
+        service, sidecar = cap["service_sessions"], cap["sidecar_slots"]
+        engine = cap["engine_sessions"]
+        apart = "" if service == sidecar == engine else "  (apart: they agree once sessions end)"
+        print(f"capacity   service {service}, sidecar slots {sidecar}, engine {engine}; "
+              f"mismatches {cap['mismatches']}{apart}")
     print(f"audio      {', '.join(status.get('encodings', []))}; "
           f"{status.get('min_sample_rate_hz')}-{status.get('max_sample_rate_hz')} Hz; "
           f"up to {status.get('max_audio_channel_count')} channel(s)")

@@ -180,6 +180,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """PERMISSION_DENIED: the token's tenant may not use this API (ErrorInfo metadata "api")."""
     SESSION_QUOTA: _ErrorReason.ValueType  # 15
     """RESOURCE_EXHAUSTED + QuotaFailure: the tenant already has its maximum of concurrent sessions."""
+    MALFORMED_REQUEST: _ErrorReason.ValueType  # 16
+    """INVALID_ARGUMENT: a request message could not be decoded (not valid protobuf for its type,
+    or a string field that is not UTF-8). The session ends with its final results.
+    """
+    INTERNAL_ERROR: _ErrorReason.ValueType  # 17
+    """INTERNAL: the server failed on this session (a bug: its log has the details). The session ends
+    with its final results.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """Stable `reason` strings sent in google.rpc.ErrorInfo (domain "voxgate.dev").
@@ -217,6 +225,14 @@ API_NOT_ALLOWED: ErrorReason.ValueType  # 14
 """PERMISSION_DENIED: the token's tenant may not use this API (ErrorInfo metadata "api")."""
 SESSION_QUOTA: ErrorReason.ValueType  # 15
 """RESOURCE_EXHAUSTED + QuotaFailure: the tenant already has its maximum of concurrent sessions."""
+MALFORMED_REQUEST: ErrorReason.ValueType  # 16
+"""INVALID_ARGUMENT: a request message could not be decoded (not valid protobuf for its type,
+or a string field that is not UTF-8). The session ends with its final results.
+"""
+INTERNAL_ERROR: ErrorReason.ValueType  # 17
+"""INTERNAL: the server failed on this session (a bug: its log has the details). The session ends
+with its final results.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015
 
 @_typing.final
@@ -790,6 +806,7 @@ class GetCapabilitiesResponse(_message.Message):
     ACTIVE_SESSIONS_FIELD_NUMBER: _builtins.int
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
     min_sample_rate_hz: _builtins.int
     max_sample_rate_hz: _builtins.int
     max_audio_channel_count: _builtins.int
@@ -812,6 +829,10 @@ class GetCapabilitiesResponse(_message.Message):
     def max_limits(self) -> Global___SessionLimits:
         """Server-side ceilings on per-session limits."""
 
+    @_builtins.property
+    def capacity(self) -> Global___CapacityCounts:
+        """How many sessions each layer counts; once sessions end they are equal."""
+
     def __init__(
         self,
         *,
@@ -827,11 +848,48 @@ class GetCapabilitiesResponse(_message.Message):
         active_sessions: _builtins.int = ...,
         position_mode: Global___PositionMode.ValueType = ...,
         position_mode_reason: _builtins.str = ...,
+        capacity: Global___CapacityCounts | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "max_limits", b"max_limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "engine", b"engine", "max_limits", b"max_limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "encodings", b"encodings", "engine", b"engine", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "capacity", b"capacity", "encodings", b"encodings", "engine", b"engine", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetCapabilitiesResponse: _TypeAlias = GetCapabilitiesResponse  # noqa: Y015
+
+@_typing.final
+class CapacityCounts(_message.Message):
+    """The same sessions as counted by the service, the engine sidecar's slots and the engine itself.
+    A difference that outlives a health interval is a leak: it is logged and counted in `mismatches`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVICE_SESSIONS_FIELD_NUMBER: _builtins.int
+    SIDECAR_SLOTS_FIELD_NUMBER: _builtins.int
+    ENGINE_SESSIONS_FIELD_NUMBER: _builtins.int
+    MISMATCHES_FIELD_NUMBER: _builtins.int
+    service_sessions: _builtins.int
+    """Sessions the service holds (starting, live, and detached ones waiting for a resume)."""
+    sidecar_slots: _builtins.int
+    """Engine slots the sidecar has handed out (its max_sessions bound)."""
+    engine_sessions: _builtins.int
+    """Sessions the engine itself reports open."""
+    mismatches: _builtins.int
+    """Times the three stayed apart, unchanged, for a health interval or longer (a leak; each counted once)."""
+    def __init__(
+        self,
+        *,
+        service_sessions: _builtins.int = ...,
+        sidecar_slots: _builtins.int = ...,
+        engine_sessions: _builtins.int = ...,
+        mismatches: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine_sessions", b"engine_sessions", "mismatches", b"mismatches", "service_sessions", b"service_sessions", "sidecar_slots", b"sidecar_slots"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CapacityCounts: _TypeAlias = CapacityCounts  # noqa: Y015

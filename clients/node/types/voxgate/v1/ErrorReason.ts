@@ -17,6 +17,8 @@ export const ErrorReason = {
   TOKEN_INVALID: 'TOKEN_INVALID',
   API_NOT_ALLOWED: 'API_NOT_ALLOWED',
   SESSION_QUOTA: 'SESSION_QUOTA',
+  MALFORMED_REQUEST: 'MALFORMED_REQUEST',
+  INTERNAL_ERROR: 'INTERNAL_ERROR',
 } as const;
 
 export type ErrorReason =
@@ -52,5 +54,9 @@ export type ErrorReason =
   | 14
   | 'SESSION_QUOTA'
   | 15
+  | 'MALFORMED_REQUEST'
+  | 16
+  | 'INTERNAL_ERROR'
+  | 17
 
 export type ErrorReason__Output = typeof ErrorReason[keyof typeof ErrorReason]

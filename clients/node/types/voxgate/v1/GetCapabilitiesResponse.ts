@@ -4,6 +4,7 @@ import type { AudioEncoding as _voxgate_v1_AudioEncoding, AudioEncoding__Output 
 import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from '../../voxgate/v1/EngineInfo';
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
 import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as _voxgate_v1_PositionMode__Output } from '../../voxgate/v1/PositionMode';
+import type { CapacityCounts as _voxgate_v1_CapacityCounts, CapacityCounts__Output as _voxgate_v1_CapacityCounts__Output } from '../../voxgate/v1/CapacityCounts';
 
 export interface GetCapabilitiesResponse {
   'encodings'?: (_voxgate_v1_AudioEncoding)[];
@@ -18,6 +19,7 @@ export interface GetCapabilitiesResponse {
   'active_sessions'?: (number);
   'position_mode'?: (_voxgate_v1_PositionMode);
   'position_mode_reason'?: (string);
+  'capacity'?: (_voxgate_v1_CapacityCounts | null);
 }
 
 export interface GetCapabilitiesResponse__Output {
@@ -33,4 +35,5 @@ export interface GetCapabilitiesResponse__Output {
   'active_sessions': (number);
   'position_mode': (_voxgate_v1_PositionMode__Output);
   'position_mode_reason': (string);
+  'capacity': (_voxgate_v1_CapacityCounts__Output | null);
 }

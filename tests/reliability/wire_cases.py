@@ -1,0 +1,356 @@
+"""The wire fuzz's cases (what one client does) and the rules every stream keeps; the driver and the
+server-wide invariants are in test_wire_fuzz.py."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import grpc
+
+from tests.helpers import silence, voiced
+from tests.reliability.test_client_resume import Proxy
+from tests.reliability.wire import (
+    MALFORMED,
+    MAX_STATUS_DETAILS,
+    REASONS,
+    Api,
+    Outcome,
+    RawStream,
+    WireServer,
+    held_open,
+    invalid_utf8_config,
+    paced,
+)
+from voxgate_client._proto import speech_pb2 as pb
+
+MAX_SESSIONS = 4
+RESUME_WINDOW_S = 1.0
+FREEZE_S = 3.0
+STREAM_DEADLINE_S = 12.0  # no case should take longer; a stream still open then is a hang
+CHUNK = 3200  # 100 ms of 16 kHz LINEAR16
+ALLOWED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
+           grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.OUT_OF_RANGE}
+REFUSALS = {"CAPACITY", "ENGINE_UNAVAILABLE", "DRAINING"}  # admission may refuse any case under load
+
+@dataclass(frozen=True)
+class Case:
+    kind: str
+    api: str
+    server: str
+    seed: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.api}:{self.server}:{self.seed}"
+
+
+@dataclass
+class Expect:
+    """What one stream may end with, beyond the rules every stream keeps."""
+
+    cancel: bool = False  # we cancel it (or cut its connection): CANCELLED/UNAVAILABLE without reason is ours
+    deadline: bool = False  # we gave it a short deadline
+    error: tuple[grpc.StatusCode, str] | None = None  # exactly this (or an admission refusal)
+    clean_end: bool = False  # OK and (voxgate.v1) SessionEnded{CLIENT_END} last
+    no_reset: bool = False  # no ENGINE_RESET warning: nothing froze
+    words: list[str] | None = None  # the transcript's words
+
+
+@dataclass
+class Report:
+    violations: list[tuple[str, str, str]] = field(default_factory=list)  # (invariant, where, detail)
+    tally: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, invariant: str, where: str, detail: str) -> None:
+        with self.lock:
+            self.violations.append((invariant, where, detail))
+
+    def count(self, key: str) -> None:
+        with self.lock:
+            self.tally[key] = self.tally.get(key, 0) + 1
+
+
+# -- per-stream rules ---------------------------------------------------------------------------
+
+
+def check(case: Case, api: Api, out: Outcome, exp: Expect, report: Report, note: str = "") -> None:
+    where = f"case {case} {note}".strip()
+    code, reason = out.code, out.reason
+    kinds: list[str] = []
+    parsed: list[pb.StreamingRecognizeResponse] = []
+    if api.has_session_events:
+        parsed = out.parsed()
+        kinds = [r.WhichOneof("response") or "" for r in parsed]
+    got = f"-> {code.name} {reason} {out.details[:120]!r} after {out.took_s:.2f}s, {len(out.responses)} responses"
+    end = pb.SessionEndReason.Name(parsed[-1].ended.reason) if kinds and kinds[-1] == "ended" else ""
+    report.count(f"{case.kind}/{code.name}{'/' + (reason or end) if reason or end else ''}")
+    refused = code == grpc.StatusCode.UNAVAILABLE and reason in REFUSALS
+    ours = exp.cancel and code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE) and not reason
+    if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
+        report.add("never UNKNOWN/INTERNAL for client faults", where, got)
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED and not exp.deadline:
+        report.add("stream ends within its deadline", where, got)
+    elif code == grpc.StatusCode.CANCELLED and not ours:
+        report.add("no cancel the client did not ask for", where, got)
+    elif code not in (grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED) and not ours \
+            and (code not in ALLOWED or reason not in REASONS):
+        report.add("documented status with an ErrorInfo reason", where, got)
+    if len(out.details) > MAX_STATUS_DETAILS or out.meta_bytes > MAX_STATUS_DETAILS:
+        report.add("client input echoed only bounded", where, f"details {len(out.details)} B, "
+                   f"ErrorInfo metadata {out.meta_bytes} B")
+    if api.has_session_events:
+        if code == grpc.StatusCode.OK and parsed and kinds[-1] != "ended":
+            report.add("OK ends with SessionEnded", where, f"{got}: last {kinds[-1:]}")
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION) and parsed and not (
+                kinds[-1] == "ended" and parsed[-1].ended.reason == pb.SESSION_END_REASON_ERROR):
+            report.add("an error mid-session is preceded by SessionEnded{ERROR}", where, f"{got}: last {kinds[-1:]}")
+        resets = [r.warning.code for r in parsed if r.HasField("warning") and r.warning.code == "ENGINE_RESET"]
+        if exp.no_reset and resets:
+            report.add("a pause is not a freeze (no ENGINE_RESET)", where, f"{got}: {len(resets)} ENGINE_RESET")
+    if refused:
+        return
+    if exp.error is not None and (code, reason) != exp.error:
+        report.add(f"expected {exp.error[0].name}/{exp.error[1]}", where, got)
+    if exp.clean_end:
+        ended = parsed[-1].ended.reason if kinds and kinds[-1] == "ended" else None
+        if code != grpc.StatusCode.OK or (api.has_session_events and ended != pb.SESSION_END_REASON_CLIENT_END):
+            report.add("a half-closed session ends OK with SessionEnded{CLIENT_END}", where, f"{got}, end {ended}")
+    if exp.words is not None and code == grpc.StatusCode.OK:
+        words = " ".join(r.result.text for r in parsed if r.HasField("result") and r.result.is_final).split()
+        if words != exp.words:
+            report.add("the transcript does not depend on pauses", where, f"{words} != {exp.words}")
+
+
+# -- the cases ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Ctx:
+    case: Case
+    rng: random.Random
+    server: WireServer
+    api: Api
+    report: Report
+
+
+def speech(rng: random.Random, lo: float, hi: float) -> bytes:
+    return voiced(round(rng.uniform(lo, hi), 1))
+
+
+def audio_items(api: Api, pcm: bytes, pace_s: float) -> list[bytes | float]:
+    items: list[bytes | float] = []
+    for i in range(0, len(pcm), CHUNK):
+        items += [api.audio(pcm[i:i + CHUNK]), float(pace_s)] if pace_s else [api.audio(pcm[i:i + CHUNK])]
+    return items
+
+
+def garbage(rng: random.Random, api: Api, valid: bytes) -> bytes:
+    """Bytes that do not decode as a request of `api`."""
+    for _ in range(100):
+        pick = rng.randrange(4)
+        if pick == 0:
+            data = rng.randbytes(rng.randint(1, 64))
+        elif pick == 1:
+            data = valid[:rng.randint(1, len(valid) - 1)]  # truncated
+        elif pick == 2:
+            flipped = bytearray(valid)
+            flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            data = bytes(flipped)
+        else:
+            data = invalid_utf8_config(api)
+        if not api.decodes(data):
+            return data
+    return b"\xff\xff\xff\xff"
+
+
+def stream(ctx: Ctx, items: Callable[[threading.Event], Iterator[bytes]], timeout: float = STREAM_DEADLINE_S,
+           target: str | None = None) -> RawStream:
+    return RawStream(target or ctx.server.target, ctx.api, items, timeout)
+
+
+def case_garbage_first(ctx: Ctx) -> None:
+    """An undecodable (or barely decodable) first message, maybe followed by audio."""
+    rng, api = ctx.rng, ctx.api
+    first = garbage(rng, api, api.config("en-US")) if rng.random() < 0.85 else rng.choice([b"", rng.randbytes(3)])
+    tail = audio_items(api, voiced(0.3), 0.0) if rng.random() < 0.5 else []
+    s = stream(ctx, lambda done: paced([first, *tail], done))
+    exp = Expect(error=None if api.decodes(first) else (grpc.StatusCode.INVALID_ARGUMENT, MALFORMED))
+    check(ctx.case, api, s.finish(), exp, ctx.report, f"first={first[:24]!r}")
+
+
+def case_garbage_after_config(ctx: Ctx) -> None:
+    """Config, some audio, one undecodable message; then more audio and half-close, or the client just waits."""
+    rng, api = ctx.rng, ctx.api
+    items = [api.config("en-US"), *audio_items(api, speech(rng, 0, 1.5), rng.choice([0.0, 0.05]))]
+    bad = garbage(rng, api, api.audio(voiced(0.1)) if rng.random() < 0.6 else api.config("en-US"))
+    items.append(bad)
+    wait = rng.random() < 0.5
+    if not wait:
+        items += audio_items(api, voiced(0.3), 0.0)
+    s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S if wait else 0))
+    exp = Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED))
+    check(ctx.case, api, s.finish(), exp, ctx.report, f"bad={bad[:24]!r} client_waits={wait}")
+
+
+def case_cancel(ctx: Ctx) -> None:
+    """Cancel at a random moment: at once, between config and SessionStarted, or mid-speech."""
+    rng, api = ctx.rng, ctx.api
+    at = rng.choice([0.0, rng.uniform(0, 0.05), rng.uniform(0, 0.3), rng.uniform(0, 2.5)])
+    items = [api.config("en-US"), *audio_items(api, speech(rng, 0.5, 3), rng.choice([0.0, 0.05, 0.1]))]
+    s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S))
+    timer = threading.Timer(at, s.cancel)
+    timer.start()
+    out = s.finish()
+    timer.cancel()
+    check(ctx.case, api, out, Expect(cancel=True), ctx.report, f"cancel_at={at:.3f}s")
+
+
+def case_cancel_burst(ctx: Ctx) -> None:
+    """Many callers who hang up within 300 ms of their config, all at once (issue 17, item 1)."""
+    n = ctx.rng.randint(MAX_SESSIONS + 2, 3 * MAX_SESSIONS)
+    moments = [ctx.rng.uniform(0, 0.3) for _ in range(n)]
+    threads = [threading.Thread(target=_cancel_one, args=(ctx, at), daemon=True) for at in moments]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(STREAM_DEADLINE_S + 5)
+
+
+def _cancel_one(ctx: Ctx, at: float) -> None:
+    api = ctx.api
+    items = [api.config("en-US"), *audio_items(api, voiced(1.0), 0.1)]
+    s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S))
+    timer = threading.Timer(at, s.cancel)
+    timer.start()
+    out = s.finish()
+    timer.cancel()
+    check(ctx.case, api, out, Expect(cancel=True), ctx.report, f"cancel_at={at:.3f}s")
+
+
+def case_deadline(ctx: Ctx) -> None:
+    """The client's own deadline expires at a random point of a live session."""
+    rng, api = ctx.rng, ctx.api
+    timeout = rng.choice([rng.uniform(0.01, 0.2), rng.uniform(0.2, 3)])
+    items = [api.config("en-US"), *audio_items(api, speech(rng, 1, 4), 0.1)]
+    s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S), timeout=timeout)
+    check(ctx.case, api, s.finish(), Expect(deadline=True), ctx.report, f"timeout={timeout:.3f}s")
+
+
+def case_pause(ctx: Ctx) -> None:
+    """Speech, keep-alives for longer than the freeze timeout, speech, half-close: not a freeze, same words."""
+    rng, api = ctx.rng, ctx.api
+    before, after = speech(rng, 0.8, 2), speech(rng, 0.4, 1)
+    pause = rng.uniform(FREEZE_S + 0.5, FREEZE_S + 2.5)
+    tail = silence(0.5)
+    items = [api.config("en-US"), *audio_items(api, before, 0.05)]
+    items += [x for _ in range(int(pause / 0.5)) for x in (0.5, api.keep_alive())]
+    items += audio_items(api, after + tail, 0.05)
+    s = stream(ctx, lambda done: paced(items, done))
+    out = s.finish()
+    words = None
+    if ctx.case.server == "fake":  # deterministic: the same audio without the pause is the reference
+        ref = stream(ctx, lambda done: paced([api.config("en-US"), *audio_items(api, before + after + tail, 0)],
+                                             done)).finish()
+        if ref.code == grpc.StatusCode.OK:
+            words = " ".join(r.result.text for r in ref.parsed()
+                             if r.HasField("result") and r.result.is_final).split()
+    check(ctx.case, api, out, Expect(clean_end=True, no_reset=True, words=words), ctx.report,
+          f"speech {len(before) / 32000:.1f}s, pause {pause:.1f}s, speech {len(after) / 32000:.1f}s")
+
+
+def case_half_close(ctx: Ctx) -> None:
+    """Half-close at a random point: right after the config, mid-utterance, after keep-alives or a finalize."""
+    rng, api = ctx.rng, ctx.api
+    items: list[bytes | float] = [api.config("en-US")]
+    for _ in range(rng.randint(0, 12)):
+        pick = rng.random()
+        if pick < 0.6:
+            items.append(api.audio(voiced(0.1) if rng.random() < 0.7 else silence(0.1)))
+        elif pick < 0.8:
+            items.append(api.keep_alive())
+        elif api.has_session_events:
+            items.append(pb.StreamingRecognizeRequest(finalize=pb.Finalize()).SerializeToString())
+        items.append(rng.choice([0.0, 0.0, 0.02, 0.1]))
+    s = stream(ctx, lambda done: paced(items, done))
+    check(ctx.case, api, s.finish(), Expect(clean_end=True), ctx.report, f"{len(items)} items")
+
+
+def case_slow_reader(ctx: Ctx) -> None:
+    """A client that sends in real time but reads nothing for a while, then everything."""
+    rng, api = ctx.rng, ctx.api
+    items = [api.config("en-US"), *audio_items(api, speech(rng, 1, 3) + silence(0.5), 0.1)]
+    s = stream(ctx, lambda done: paced(items, done))
+    quiet = rng.uniform(0.5, 4)
+    time.sleep(quiet)
+    check(ctx.case, api, s.finish(), Expect(clean_end=True), ctx.report, f"reads after {quiet:.1f}s")
+
+
+def case_vanish(ctx: Ctx) -> None:
+    """The client disappears mid-stream: connection cut both ways, cut on its side only (the server hears
+    nothing until its keepalive), or it stops reading and then closes its channel."""
+    rng, api = ctx.rng, ctx.api
+    how = rng.choice(["cut", "abandon", "stop_reading"])
+    at = rng.uniform(0, 2)
+    items = [api.config("en-US"), *audio_items(api, speech(rng, 1, 4), 0.1)]
+    proxy = Proxy(ctx.server.target)
+    try:
+        s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S), target=proxy.target)
+        if how == "stop_reading":
+            s.read(limit=1)
+        time.sleep(at)
+        s.outcome.cancelled_by_us = True
+        if how == "cut":
+            proxy.cut()
+        elif how == "abandon":
+            proxy.abandon()
+        else:
+            s.channel.close()
+        out = s.finish()
+    finally:
+        proxy.close()
+    check(ctx.case, api, out, Expect(cancel=True), ctx.report, f"{how} at {at:.2f}s")
+
+
+def case_long_string(ctx: Ctx) -> None:
+    """A language_code far too long: INVALID_CONFIG, echoed bounded (not a metadata overflow, not a huge log)."""
+    rng, api = ctx.rng, ctx.api
+    size = rng.choice([300, 8 << 10, 64 << 10, 64 << 10, 1 << 20])
+    lang = "".join(rng.choices("abcdefghijklmnopqrstuvwxyz-", k=size))
+    s = stream(ctx, lambda done: paced([api.config(lang), *audio_items(api, voiced(0.2), 0)], done))
+    check(ctx.case, api, s.finish(), Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG")),
+          ctx.report, f"language_code of {size} chars")
+
+
+def case_flood(ctx: Ctx) -> None:
+    """Twice the capacity in short, valid sessions at once: some refused with CAPACITY, the rest clean."""
+    api = ctx.api
+    items = [api.config("en-US"), *audio_items(api, voiced(0.6) + silence(0.3), 0.02)]
+
+    def one() -> None:
+        check(ctx.case, api, stream(ctx, lambda done: paced(items, done)).finish(), Expect(clean_end=True),
+              ctx.report)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(2 * MAX_SESSIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(STREAM_DEADLINE_S + 5)
+
+
+CASES: dict[str, tuple[Callable[[Ctx], None], tuple[str, ...], int]] = {  # kind -> (run, apis, weight)
+    "garbage_first": (case_garbage_first, ("voxgate", "riva", "google"), 3),
+    "garbage_after_config": (case_garbage_after_config, ("voxgate", "riva", "google"), 3),
+    "cancel": (case_cancel, ("voxgate", "voxgate", "riva", "google"), 4),
+    "cancel_burst": (case_cancel_burst, ("voxgate", "voxgate", "riva", "google"), 1),
+    "deadline": (case_deadline, ("voxgate", "riva", "google"), 2),
+    "pause": (case_pause, ("voxgate",), 2),
+    "half_close": (case_half_close, ("voxgate", "voxgate", "riva", "google"), 3),
+    "slow_reader": (case_slow_reader, ("voxgate",), 1),
+    "vanish": (case_vanish, ("voxgate", "voxgate", "riva", "google"), 2),
+    "long_string": (case_long_string, ("voxgate", "riva", "google"), 1),
+    "flood": (case_flood, ("voxgate",), 1),
+}

@@ -1,0 +1,36 @@
+"""The log processor chain bounds every line, whatever a field holds."""
+
+from __future__ import annotations
+
+import json
+
+import structlog
+
+from service.logs import MAX_FIELD_CHARS, MAX_LINE_CHARS, MAX_TRACEBACK_CHARS, BoundedRenderer, bound_fields
+
+
+def render(**event: object) -> str:
+    out = BoundedRenderer(structlog.processors.JSONRenderer())(None, "info", bound_fields(None, "info", dict(event)))
+    assert isinstance(out, str)
+    return out
+
+
+def test_a_long_field_is_cut_and_the_line_stays_json() -> None:
+    line = render(event="session_error", error="x" * 1_000_000, count=3)
+    parsed = json.loads(line)
+    assert len(parsed["error"]) < MAX_FIELD_CHARS + 40 and parsed["error"].startswith("x" * 100)
+    assert parsed["count"] == 3 and len(line) <= MAX_LINE_CHARS
+
+
+def test_a_traceback_keeps_its_end() -> None:
+    trace = "Traceback (most recent call last):\n" + "  frame\n" * 10_000 + "ValueError: the cause"
+    parsed = json.loads(render(event="failed", exception=trace))
+    assert parsed["exception"].endswith("ValueError: the cause")
+    assert len(parsed["exception"]) < MAX_TRACEBACK_CHARS + 40
+
+
+def test_many_long_fields_are_shortened_to_fit_one_line() -> None:
+    fields = {f"f{i}": "y" * 5000 for i in range(40)}
+    line = render(event="wide", **fields)
+    parsed = json.loads(line)
+    assert len(line) <= MAX_LINE_CHARS and parsed["truncated"] is True and parsed["event"] == "wide"
