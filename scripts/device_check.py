@@ -34,6 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine_sidecar.reanchor.cuda_layouts import flash_writer, layer_views  # noqa: E402
 from engine_sidecar.reanchor.layout import KeyLayout, probe_key_layout  # noqa: E402
 from engine_sidecar.reanchor.rotation import RotarySpec, rope_rotate  # noqa: E402
 from engine_sidecar.reanchor.rotator import DECODER, ENCODER, KeyRotator, LayerTarget  # noqa: E402
@@ -42,36 +43,8 @@ from engine_sidecar.reanchor.shift import Shift  # noqa: E402
 from engine_sidecar.voxtral_plan import PRESETS, VOXTRAL_MINI_4B_REALTIME  # noqa: E402
 
 BLOCK_SIZE = 16  # vLLM's default on CUDA; the encoder holds block_pool_size states per token
-# Physical order of the logical per-layer axes (L, B, H, N, C), outermost first: vllm/v1/kv_cache_layout.py.
-LAYOUTS = {"LBNHC": (0, 1, 3, 2, 4), "BLNHC": (1, 0, 3, 2, 4)}
+LAYOUTS = ("LBNHC", "BLNHC")  # FlashAttention/Triton's 0.32 default, and the block-outermost one
 SHIFT_TOKENS = 4096  # a typical D; the angle is reduced in float64, so the size does not matter for accuracy
-
-
-def layer_views(layout: str, layers: int, blocks: int, heads: int, slots: int, head_dim: int, dtype: torch.dtype,
-                device: torch.device) -> list[torch.Tensor]:
-    """Per-layer [B, H, N, 2D] views of one buffer, strided as vLLM 0.32's create_kv_cache_views makes them."""
-    shape = (layers, blocks, heads, slots, 2 * head_dim)
-    order = LAYOUTS[layout]
-    strides = [0] * 5
-    step = 1
-    for axis in reversed(order):
-        strides[axis] = step
-        step *= shape[axis]
-    raw = torch.zeros(step, dtype=dtype, device=device)
-    whole = torch.as_strided(raw, shape, strides)
-    return [whole[i] for i in range(layers)]
-
-
-def flash_writer(head_dim: int) -> Any:
-    """reshape_and_cache_flash's effect on FlashAttention's split of the cache (every stride honoured)."""
-
-    def write(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
-        key_cache, value_cache = cache.transpose(1, 2).split(head_dim, dim=-1)
-        per_block = cache.shape[2]
-        key_cache[slots // per_block, slots % per_block] = key
-        value_cache[slots // per_block, slots % per_block] = value
-
-    return write
 
 
 def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int) -> KeyLayout:

@@ -200,13 +200,7 @@ def case_cancel(ctx: Ctx) -> None:
     """Cancel at a random moment: at once, between config and SessionStarted, or mid-speech."""
     rng, api = ctx.rng, ctx.api
     at = rng.choice([0.0, rng.uniform(0, 0.05), rng.uniform(0, 0.3), rng.uniform(0, 2.5)])
-    items = [api.config("en-US"), *audio_items(api, speech(rng, 0.5, 3), rng.choice([0.0, 0.05, 0.1]))]
-    s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S))
-    timer = threading.Timer(at, s.cancel)
-    timer.start()
-    out = s.finish()
-    timer.cancel()
-    check(ctx.case, api, out, Expect(cancel=True), ctx.report, f"cancel_at={at:.3f}s")
+    _cancel_at(ctx, [api.config("en-US"), *audio_items(api, speech(rng, 0.5, 3), rng.choice([0.0, 0.05, 0.1]))], at)
 
 
 def case_cancel_burst(ctx: Ctx) -> None:
@@ -221,8 +215,12 @@ def case_cancel_burst(ctx: Ctx) -> None:
 
 
 def _cancel_one(ctx: Ctx, at: float) -> None:
+    _cancel_at(ctx, [ctx.api.config("en-US"), *audio_items(ctx.api, voiced(1.0), 0.1)], at)
+
+
+def _cancel_at(ctx: Ctx, items: list[bytes | float], at: float) -> None:
+    """Send `items` paced and cancel the call `at` seconds in: the stream must end CANCELLED, nothing leaks."""
     api = ctx.api
-    items = [api.config("en-US"), *audio_items(api, voiced(1.0), 0.1)]
     s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S))
     timer = threading.Timer(at, s.cancel)
     timer.start()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+from engine_sidecar.reanchor.cuda_layouts import flash_writer
 from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, LayoutError, probe_key_layout
 
 H = 2
@@ -287,19 +288,6 @@ def test_kv_cache_like_with_other_shape_is_refused() -> None:
 # CUDA layouts of vLLM 0.32, built with vLLM's own allocator ---------------------------------------------------
 
 
-def flash_writer(head_dim: int) -> KvWriter:
-    """Like FlashAttention's do_kv_cache_update + reshape_and_cache_flash: the per-layer cache is logical
-    [B, H, N, 2D]; keys go to transpose(1, 2)[..., :D] at (slot // N, slot % N), honouring every stride."""
-
-    def write(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slots: torch.Tensor) -> None:
-        key_cache, value_cache = kv_cache.transpose(1, 2).split(head_dim, dim=-1)
-        per_block = kv_cache.shape[2]
-        key_cache[slots // per_block, slots % per_block] = key
-        value_cache[slots // per_block, slots % per_block] = value
-
-    return write
-
-
 def cuda_layer_views(layout_name: str, states_per_token: int, dtype: torch.dtype, num_blocks: int = 5
                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(raw buffer, per-layer views) of 3 layers as vLLM's create_kv_cache_views lays them out."""
@@ -349,3 +337,16 @@ def test_a_layout_probed_on_a_contiguous_tensor_refuses_the_live_cuda_view(layou
     layout = probe_key_layout(flash_writer(64), lambda n: (n, H, 16, 128), 16, H, 64, torch.bfloat16)
     with pytest.raises(LayoutError, match="stride"):
         layout.key_view(views[1])
+
+
+@pytest.mark.parametrize("layout_name", ["LBHNC", "LBNHC", "BLNHC"])
+@pytest.mark.parametrize("states", [1, 4], ids=["decoder", "encoder"])
+def test_the_torch_only_emulation_strides_like_vllms_allocator(layout_name: str, states: int) -> None:
+    # scripts/device_check.py runs where vLLM is not: its views must be the ones vLLM makes.
+    from engine_sidecar.reanchor.cuda_layouts import layer_views
+
+    _, real = cuda_layer_views(layout_name, states, torch.bfloat16)
+    emulated = layer_views(layout_name, len(real), real[0].shape[0], H, 16 * states, 64, torch.bfloat16)
+    for got, want in zip(emulated, real, strict=True):
+        assert got.shape == want.shape and got.stride() == want.stride()
+    assert [v.storage_offset() for v in emulated] == [v.storage_offset() for v in real]
