@@ -395,6 +395,79 @@ def micro_bench(repeats: int, shift_tokens: int, threads: int) -> list[dict[str,
     return rows
 
 
+def legacy_rotate(rotator: Any, shift: Any) -> None:
+    """KeyRotator.rotate as it was before one index tensor per KV group (commit 48325d1): the block ids copied to
+    the cache's device once per *layer* (`torch.tensor(ids, device=...)`: on CUDA a blocking host-to-device copy
+    that waits for the step in flight, ~58 of them per event for Voxtral). Same gather/rotate/scatter otherwise."""
+    import torch
+
+    from engine_sidecar.reanchor.rotation import rotate_keys_, shift_tables
+
+    tables: dict[Any, Any] = {}
+    for target in rotator.targets:
+        ids = [b * target.kernel_blocks_per_block + i for b in shift.blocks[target.group]
+               for i in range(target.kernel_blocks_per_block)]
+        if not ids:
+            continue
+        table = tables.get(target.spec)
+        if table is None:
+            table = tables[target.spec] = shift_tables(target.spec, shift.tokens, target.keys.device)
+        index = torch.tensor(ids, dtype=torch.long, device=target.keys.device)
+        keys = target.layout.read(target.keys, index)
+        rotate_keys_(keys, target.spec, table)
+        target.layout.write(target.keys, index, keys)
+
+
+def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> list[dict[str, Any]]:
+    """ms per event through KeyRotator at the real model's sizes, before (one index tensor per layer) and after
+    (one per KV group), interleaved event by event so load hits both alike. Caches as vLLM 0.32 lays them out on
+    CUDA (LBNHC views of one buffer, block size 16, bf16; scripts/device_check.py's emulation), probed like the
+    worker probes them; the live blocks of one session at each preset's windows."""
+    import torch
+
+    from engine_sidecar.reanchor.rotator import _index_tensor
+    from scripts.device_check import check_cost_rotator
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    device = torch.device(device_name)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rows = []
+    for preset in PRESET_WINDOWS:
+        rotator, shift = check_cost_rotator(device, preset)
+        made = {"n": 0}
+
+        def counting(ids: list[int], dev: Any, made: dict[str, int] = made) -> Any:
+            made["n"] += 1
+            return _index_tensor(ids, dev)
+
+        import engine_sidecar.reanchor.rotator as rotator_module
+
+        rotator_module._index_tensor = counting  # type: ignore[assignment]
+        try:
+            rotator.rotate(shift)
+        finally:
+            rotator_module._index_tensor = _index_tensor
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        for fn in (legacy_rotate, type(rotator).rotate):  # warm-up
+            fn(rotator, shift)
+        sync()
+        for _ in range(repeats):
+            for name, fn in (("before", legacy_rotate), ("after", type(rotator).rotate)):
+                start = time.perf_counter()
+                fn(rotator, shift)
+                sync()
+                times[name].append((time.perf_counter() - start) * 1000)
+        row: dict[str, Any] = {"preset": preset, "device": device.type, "layers": len(rotator.targets),
+               "blocks": [len(b) for b in shift.blocks], "index_tensors_before": len(rotator.targets),
+               "index_tensors_after": made["n"], "before_ms": dist(times["before"]), "after_ms": dist(times["after"])}
+        rows.append(row)
+        print(f"  {preset:<10} before {row['before_ms']['p50']:8.1f} ms (p99 {row['before_ms']['p99']:.1f}), "
+              f"after {row['after_ms']['p50']:8.1f} ms (p99 {row['after_ms']['p99']:.1f}) per event; "
+              f"index tensors {row['index_tensors_before']} -> {row['index_tensors_after']}", flush=True)
+    return rows
+
+
 # -- report ---------------------------------------------------------------------------
 
 
@@ -448,7 +521,29 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if report["engines"]:
         lines += engine_markdown(report)
-    return "\n".join(lines + micro_markdown(report)) + "\n"
+    return "\n".join(lines + micro_markdown(report) + before_after_markdown(report)) + "\n"
+
+
+def before_after_markdown(report: dict[str, Any]) -> list[str]:
+    rows = report.get("event_before_after") or []
+    if not rows:
+        return []
+    lines = [
+        "", "## One event through KeyRotator: before and after one index tensor per KV group", "",
+        "Every decoder and encoder layer at Voxtral-Mini-4B-Realtime's sizes, caches laid out as vLLM 0.32 does on "
+        "CUDA (LBNHC, block size 16, bf16), one session's live blocks at the preset's windows. *before*: the block "
+        "ids copied to the cache's device once per layer (commit 48325d1); *after*: once per KV group. Interleaved "
+        f"event by event, {report['micro_repeats']} each; ms per event.", "",
+        "| preset | device | layers | index tensors before → after | before p50 | before p99 | after p50 "
+        "| after p99 |",
+        "|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        b, a = r["before_ms"], r["after_ms"]
+        lines.append(f"| {r['preset']} | {r['device']} | {r['layers']} | {r['index_tensors_before']} → "
+                     f"{r['index_tensors_after']} | {fmt(b['p50'], '.1f')} | {fmt(b['p99'], '.1f')} "
+                     f"| {fmt(a['p50'], '.1f')} | {fmt(a['p99'], '.1f')} |")
+    return lines
 
 
 def engine_markdown(report: dict[str, Any]) -> list[str]:
@@ -543,7 +638,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads for the micro-benchmark (1; 0: torch's default, one per core)")
     p.add_argument("--shift-tokens", type=int, default=4096, help="shift D in the real-size rotation (4096)")
-    p.add_argument("--skip-engines", action="store_true", help="only the real-size micro-benchmark")
+    p.add_argument("--skip-engines", action="store_true", help="only the real-size micro-benchmarks")
+    p.add_argument("--device", default="cpu", help="device of the before/after event benchmark (cpu; cuda)")
     p.add_argument("--note", default="", help="a line for the report (e.g. the machine was busy)")
     args = p.parse_args(argv)
     if args.seconds <= 0 or args.rounds < 1 or args.micro_repeats < 1:
@@ -568,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
             engines = {**setup, **summarize_engines(traces)}
     print("real-model rotation micro-benchmark (CPU) ...", flush=True)
     micro = micro_bench(args.micro_repeats, args.shift_tokens, args.threads)
+    print("one event through KeyRotator, before/after one index tensor per KV group ...", flush=True)
+    before_after = event_before_after(args.micro_repeats, args.threads, args.device)
     threads_used = torch_threads()
     report: dict[str, Any] = {
         "date": dt.datetime.now().isoformat(timespec="seconds"), "note": args.note, "repo": str(ROOT),
@@ -576,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": args.seconds, "rounds": args.rounds, "micro_repeats": args.micro_repeats,
         "micro_threads": threads_used,
         "assumptions": {"block_unit_decoder_tokens": 128, "block_unit_encoder_states": 512, "rope_theta": THETA},
-        "engines": engines, "micro": micro,
+        "engines": engines, "micro": micro, "event_before_after": before_after,
     }
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)

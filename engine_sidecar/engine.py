@@ -1,8 +1,10 @@
 """The engine contract every sidecar engine implements (sphinx, fake, voxtral, ...).
 
 Audio in: 16 kHz mono PCM16 chunks with the service's VAD flag.
-Out: append-only text deltas stamped with audio time, diagnostics, flush
-acknowledgements and a final Closed. Outputs are pulled from a bounded queue,
+Out: text deltas stamped with audio time, diagnostics, flush acknowledgements
+and a final Closed. An utterance (the audio between two flushes) is told in
+deltas that only append; an engine whose info says INTERIM_REVISABLE may end an
+utterance with a Revision, its own final hypothesis, which replaces them. Outputs are pulled from a bounded queue,
 so an engine that is read slowly stops accepting audio (backpressure).
 """
 
@@ -17,6 +19,37 @@ BYTES_PER_MS = SAMPLE_RATE_HZ * 2 // 1000
 
 
 @dataclass(frozen=True)
+class KvGroupRuntime:
+    """One KV-cache group as the engine's workers found it at start-up."""
+
+    kind: str  # "decoder" | "encoder"
+    block_size: int
+    window: int  # tokens; 0: full attention
+    attention_backend: str
+    key_layout: str  # the probed layout; "" when no probe ran
+    dtype: str
+
+
+@dataclass(frozen=True)
+class PositionRuntime:
+    """What an engine's position-clock machinery runs on (re-anchoring armed or refused)."""
+
+    model_runner: str
+    async_scheduling: bool
+    kv_cache_dtype: str
+    kv_groups: tuple[KvGroupRuntime, ...] = ()
+
+    def describe(self) -> str:
+        """One line: 'runner X, async scheduling off, kv cache dtype auto; group 0 (decoder, block 128, ...'."""
+        head = (f"runner {self.model_runner}, async scheduling {'on' if self.async_scheduling else 'off'}, "
+                f"kv cache dtype {self.kv_cache_dtype}")
+        groups = [f"group {i} ({g.kind or '?'}, block {g.block_size}, window {g.window}): "
+                  f"{g.attention_backend or '?'}, {g.dtype or '?'}, keys {g.key_layout or 'not probed'}"
+                  for i, g in enumerate(self.kv_groups)]
+        return "; ".join([head, *groups])
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     name: str
     model: str
@@ -26,6 +59,8 @@ class EngineInfo:
     transcription_delay_ms: int = 0
     position_mode: str = ""  # "reanchor" | "rollover" for engines with a position clock; "" otherwise
     position_mode_reason: str = ""  # why not re-anchoring
+    position_runtime: PositionRuntime | None = None  # engines with a position clock, once started
+    interim_stability: str = "append_only"  # INTERIM_APPEND_ONLY | INTERIM_REVISABLE
 
 
 @dataclass(frozen=True)
@@ -36,6 +71,21 @@ class Delta:
     start_ms: int
     end_ms: int
     token_ids: tuple[int, ...] = ()
+
+
+INTERIM_APPEND_ONLY = "append_only"  # an utterance's deltas are its final text
+INTERIM_REVISABLE = "revisable"  # the engine may end an utterance with a Revision
+
+
+@dataclass(frozen=True)
+class Revision:
+    """The engine's own final hypothesis for the utterance the next Flushed (or Closed) ends.
+
+    Its deltas replace every Delta sent since the previous Flushed. Only INTERIM_REVISABLE engines send
+    it, and only right before that Flushed or Closed.
+    """
+
+    deltas: tuple[Delta, ...]
 
 
 @dataclass(frozen=True)
@@ -68,7 +118,7 @@ class Progress:
 
 PROGRESS_EVERY_MS = 500
 
-EngineOutput = Delta | Diagnostic | Flushed | Closed | Progress
+EngineOutput = Delta | Revision | Diagnostic | Flushed | Closed | Progress
 
 
 class EngineSession(Protocol):
@@ -83,7 +133,7 @@ class EngineSession(Protocol):
         ...
 
     async def flush(self, marker: int) -> None:
-        """Emit every delta for the audio pushed so far, then Flushed(marker)."""
+        """End the utterance: every delta for the audio pushed so far (or a Revision), then Flushed(marker)."""
         ...
 
     async def close(self) -> None:

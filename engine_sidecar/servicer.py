@@ -11,7 +11,7 @@ import structlog
 
 from ._proto import engine_pb2 as pb
 from ._proto import engine_pb2_grpc
-from .convert import opened_to_proto, output_to_proto
+from .convert import opened_to_proto, output_to_proto, runtime_to_proto
 from .engine import Engine, EngineSession
 
 log = structlog.get_logger("sidecar")
@@ -28,7 +28,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
             active_sessions=self._active, languages=list(info.languages),
             counters=self._engine.counters(), pid=os.getpid(), position_mode=info.position_mode,
-            position_mode_reason=info.position_mode_reason,
+            position_mode_reason=info.position_mode_reason, position_runtime=runtime_to_proto(info.position_runtime),
+            interim_stability=info.interim_stability,
             sessions=[pb.SessionStat(session_id=s.session_id, audio_ms=s.audio_ms, reanchors=s.reanchors,
                                      clock=s.clock, position_mode=s.position_mode)
                       for s in getattr(self._engine, "session_stats", list)()])

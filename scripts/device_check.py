@@ -129,6 +129,27 @@ def check_graph(device: torch.device) -> dict[str, Any]:
 
 def check_cost(device: torch.device, preset_name: str, repeats: int) -> dict[str, Any]:
     """ms per event: one session's live blocks, every decoder and encoder layer, as the rotator does it."""
+    rotator, shift = check_cost_rotator(device, preset_name)
+    dec_blocks, enc_blocks = (len(b) for b in shift.blocks)
+    sync = _synchronize(device)
+    rotator.rotate(shift)  # warm-up
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        rotator.rotate(shift)
+        sync()
+        times.append((time.perf_counter() - start) * 1000)
+    syncs = _count_syncs(device, lambda: rotator.rotate(shift))
+    times.sort()
+    return {"preset": preset_name, "layers": len(rotator.targets), "blocks": [dec_blocks, enc_blocks],
+            "ms_median": round(times[len(times) // 2], 3), "ms_max": round(times[-1], 3), "host_syncs": syncs,
+            "ok": True}
+
+
+def check_cost_rotator(device: torch.device, preset_name: str) -> tuple[KeyRotator, Shift]:
+    """A KeyRotator over every decoder and encoder layer at the preset's windows (LBNHC, bf16), and one
+    session's shift of its live blocks (also bench/reanchor.py's before/after event benchmark)."""
     p, preset = VOXTRAL_MINI_4B_REALTIME, PRESETS[preset_name]
     dec_window = preset.decoder_window or p.decoder_window  # None in a preset: the model's own
     enc_window = preset.encoder_window or p.encoder_window
@@ -148,20 +169,7 @@ def check_cost(device: torch.device, preset_name: str, repeats: int) -> dict[str
     rotator = KeyRotator(tuple(targets), ReanchorSettings())
     shift = Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0,
                   blocks=(tuple(range(dec_blocks)), tuple(range(enc_blocks))))
-    sync = _synchronize(device)
-    rotator.rotate(shift)  # warm-up
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        rotator.rotate(shift)
-        sync()
-        times.append((time.perf_counter() - start) * 1000)
-    syncs = _count_syncs(device, lambda: rotator.rotate(shift))
-    times.sort()
-    return {"preset": preset_name, "layers": len(targets), "blocks": [dec_blocks, enc_blocks],
-            "ms_median": round(times[len(times) // 2], 3), "ms_max": round(times[-1], 3), "host_syncs": syncs,
-            "ok": True}
+    return rotator, shift
 
 
 def _synchronize(device: torch.device) -> Any:

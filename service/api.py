@@ -207,7 +207,9 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             capacity=proto_edge.capacity(self.capacity_counts(), self.capacity.mismatches),
             position_mode=proto_edge.POSITION_MODES.get(status.position_mode if status else "",
                                                         pb.POSITION_MODE_UNSPECIFIED),
-            position_mode_reason=status.position_mode_reason if status else "")
+            position_mode_reason=status.position_mode_reason if status else "",
+            position_runtime=proto_edge.position_runtime(status),
+            interim_stability=proto_edge.interim_stability(status.interim_stability if status else ""))
 
     async def drain(self, grace_s: float) -> None:
         """Refuse new sessions; live ones end with DRAINING and their finals; stragglers are closed."""

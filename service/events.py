@@ -48,6 +48,7 @@ class Started:
     resumed: bool = False
     position_mode: str = ""  # engine's: "reanchor" | "rollover" | "" (no position clock)
     position_mode_reason: str = ""
+    interim_stability: str = ""  # engine's: "append_only" | "revisable" | "" (not reported)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
+from engine_sidecar._proto import engine_pb2
 from voxgate_client._proto import speech_pb2 as pb
 
 from . import errors
@@ -38,6 +39,18 @@ END_REASONS = {
 def capacity(counts: CapacityCounts, mismatches: int) -> pb.CapacityCounts:
     return pb.CapacityCounts(service_sessions=counts.service, sidecar_slots=counts.sidecar,
                              engine_sessions=counts.engine, mismatches=mismatches)
+
+
+def position_runtime(status: engine_pb2.GetStatusResponse | None) -> pb.PositionRuntime | None:
+    """The engine's position runtime as the sidecar reported it; None when it reports none."""
+    if status is None or not status.HasField("position_runtime"):
+        return None
+    r = status.position_runtime
+    return pb.PositionRuntime(
+        model_runner=r.model_runner, async_scheduling=r.async_scheduling, kv_cache_dtype=r.kv_cache_dtype,
+        kv_groups=[pb.KvGroupRuntime(kind=g.kind, block_size=g.block_size, window=g.window,
+                                     attention_backend=g.attention_backend, key_layout=g.key_layout, dtype=g.dtype)
+                   for g in r.kv_groups])
 
 
 def duration_ms(ms: int) -> duration_pb2.Duration:
@@ -78,6 +91,14 @@ POSITION_MODES = {"reanchor": pb.POSITION_MODE_REANCHOR, "rollover": pb.POSITION
                   "capped": pb.POSITION_MODE_CAPPED}
 
 
+INTERIM_STABILITIES = {"append_only": pb.INTERIM_STABILITY_APPEND_ONLY, "revisable": pb.INTERIM_STABILITY_REVISABLE}
+
+
+def interim_stability(engine_value: str) -> pb.InterimStability.ValueType:
+    """The engine's interim stability ("append_only" | "revisable") as the public enum."""
+    return INTERIM_STABILITIES.get(engine_value, pb.INTERIM_STABILITY_UNSPECIFIED)
+
+
 def session_limits(max_duration_s: float, idle_timeout_s: float) -> pb.SessionLimits:
     return pb.SessionLimits(max_duration=duration_s(max_duration_s), idle_timeout=duration_s(idle_timeout_s))
 
@@ -89,7 +110,8 @@ def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionS
                              max_audio_bytes_per_message=max_audio_bytes, resume_token=s.resume_token,
                              resume_window=duration_s(s.resume_window_s), resumed=s.resumed,
                              position_mode=POSITION_MODES.get(s.position_mode, pb.POSITION_MODE_UNSPECIFIED),
-                             position_mode_reason=s.position_mode_reason)
+                             position_mode_reason=s.position_mode_reason,
+                             interim_stability=interim_stability(s.interim_stability))
 
 
 def result(r: Result, with_words: bool) -> pb.RecognitionResult:
@@ -97,7 +119,7 @@ def result(r: Result, with_words: bool) -> pb.RecognitionResult:
              for w in r.words] if with_words else []
     return pb.RecognitionResult(
         result_id=r.result_id, utterance_index=r.utterance_index, is_final=r.is_final, text=r.text, delta=r.delta,
-        start_offset=duration_ms(r.start_ms), end_offset=duration_ms(r.end_ms), words=words)
+        start_offset=duration_ms(r.start_ms), end_offset=duration_ms(r.end_ms), words=words, revised=r.revised)
 
 
 def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: int) -> pb.StreamingRecognizeResponse:

@@ -18,6 +18,7 @@ import numpy as np
 from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from service.bench.wer import word_error_rate  # noqa: F401  (re-exported for the tests)
 from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client._proto import speech_pb2_grpc
 
@@ -166,17 +167,6 @@ def final_text(responses: list[pb.StreamingRecognizeResponse]) -> str:
 
 def seconds(d: object) -> float:
     return d.seconds + d.nanos / 1e9  # type: ignore[attr-defined]
-
-
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    ref, hyp = reference.lower().split(), hypothesis.lower().split()
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
-        prev = cur
-    return prev[-1] / max(len(ref), 1)
 
 
 def fixture_clips() -> list[dict[str, object]]:

@@ -39,6 +39,10 @@ class _DiagnosticKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Diagno
     DIAGNOSTIC_KIND_REANCHOR: _DiagnosticKind.ValueType  # 3
     DIAGNOSTIC_KIND_RUT_RECOVERY: _DiagnosticKind.ValueType  # 4
     DIAGNOSTIC_KIND_FREEZE_RECOVERY: _DiagnosticKind.ValueType  # 5
+    DIAGNOSTIC_KIND_REANCHOR_FAILED: _DiagnosticKind.ValueType  # 6
+    """A re-anchor shift the scheduler issued was not applied by every worker rank (the tripwire): the
+    session's re-anchoring ends and it rolls over from then on.
+    """
 
 class DiagnosticKind(_DiagnosticKind, metaclass=_DiagnosticKindEnumTypeWrapper): ...
 
@@ -48,6 +52,10 @@ DIAGNOSTIC_KIND_ROLLOVER: DiagnosticKind.ValueType  # 2
 DIAGNOSTIC_KIND_REANCHOR: DiagnosticKind.ValueType  # 3
 DIAGNOSTIC_KIND_RUT_RECOVERY: DiagnosticKind.ValueType  # 4
 DIAGNOSTIC_KIND_FREEZE_RECOVERY: DiagnosticKind.ValueType  # 5
+DIAGNOSTIC_KIND_REANCHOR_FAILED: DiagnosticKind.ValueType  # 6
+"""A re-anchor shift the scheduler issued was not applied by every worker rank (the tripwire): the
+session's re-anchoring ends and it rolls over from then on.
+"""
 Global___DiagnosticKind: _TypeAlias = DiagnosticKind  # noqa: Y015
 
 @_typing.final
@@ -184,6 +192,7 @@ class SessionOutput(_message.Message):
     DIAGNOSTIC_FIELD_NUMBER: _builtins.int
     CLOSED_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def opened(self) -> Global___Opened: ...
     @_builtins.property
@@ -196,6 +205,8 @@ class SessionOutput(_message.Message):
     def closed(self) -> Global___Closed: ...
     @_builtins.property
     def progress(self) -> Global___Progress: ...
+    @_builtins.property
+    def revision(self) -> Global___Revision: ...
     def __init__(
         self,
         *,
@@ -205,12 +216,13 @@ class SessionOutput(_message.Message):
         diagnostic: Global___Diagnostic | None = ...,
         closed: Global___Closed | None = ...,
         progress: Global___Progress | None = ...,
+        revision: Global___Revision | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress", "revision", b"revision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress", "revision", b"revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_output: _TypeAlias = _typing.Literal["opened", "delta", "flushed", "diagnostic", "closed", "progress"]  # noqa: Y015
+    _WhichOneofReturnType_output: _TypeAlias = _typing.Literal["opened", "delta", "flushed", "diagnostic", "closed", "progress", "revision"]  # noqa: Y015
     _WhichOneofArgType_output: _TypeAlias = _typing.Literal["output", b"output"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_output) -> _WhichOneofReturnType_output | None: ...
 
@@ -226,6 +238,7 @@ class Opened(_message.Message):
     TRANSCRIPTION_DELAY_MS_FIELD_NUMBER: _builtins.int
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
+    INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
     engine: _builtins.str
     model: _builtins.str
     frame_ms: _builtins.int
@@ -238,6 +251,10 @@ class Opened(_message.Message):
     """
     position_mode_reason: _builtins.str
     """Why not "reanchor", when re-anchoring is off or a start-up guard failed."""
+    interim_stability: _builtins.str
+    """"append_only": the deltas of an utterance are its final text. "revisable": the engine may send a
+    Revision before the Flushed (or Closed) that ends an utterance.
+    """
     def __init__(
         self,
         *,
@@ -247,10 +264,11 @@ class Opened(_message.Message):
         transcription_delay_ms: _builtins.int = ...,
         position_mode: _builtins.str = ...,
         position_mode_reason: _builtins.str = ...,
+        interim_stability: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "frame_ms", b"frame_ms", "model", b"model", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "transcription_delay_ms", b"transcription_delay_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "frame_ms", b"frame_ms", "interim_stability", b"interim_stability", "model", b"model", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "transcription_delay_ms", b"transcription_delay_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -288,6 +306,31 @@ class TextDelta(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TextDelta: _TypeAlias = TextDelta  # noqa: Y015
+
+@_typing.final
+class Revision(_message.Message):
+    """The engine's own final hypothesis for the utterance the next Flushed (or Closed) ends: these deltas
+    replace every delta sent since the previous Flushed. Sent only by "revisable" engines, only right
+    before that Flushed or Closed.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DELTAS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def deltas(self) -> _containers.RepeatedCompositeFieldContainer[Global___TextDelta]: ...
+    def __init__(
+        self,
+        *,
+        deltas: _abc.Iterable[Global___TextDelta] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deltas", b"deltas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Revision: _TypeAlias = Revision  # noqa: Y015
 
 @_typing.final
 class Flushed(_message.Message):
@@ -432,6 +475,8 @@ class GetStatusResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _builtins.int
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
+    POSITION_RUNTIME_FIELD_NUMBER: _builtins.int
+    INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
     ready: _builtins.bool
     engine: _builtins.str
     model: _builtins.str
@@ -442,6 +487,8 @@ class GetStatusResponse(_message.Message):
     position_mode: _builtins.str
     """As in Opened: how sessions of this engine stay below its position limit, and why not "reanchor"."""
     position_mode_reason: _builtins.str
+    interim_stability: _builtins.str
+    """As in Opened."""
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -451,6 +498,12 @@ class GetStatusResponse(_message.Message):
     @_builtins.property
     def sessions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SessionStat]:
         """One entry per live session (engines with a position clock)."""
+
+    @_builtins.property
+    def position_runtime(self) -> Global___PositionRuntime:
+        """What the position clock's machinery runs on, as the engine's workers found it at start-up (whether
+        re-anchoring was armed or refused); absent for engines without a position clock.
+        """
 
     def __init__(
         self,
@@ -466,14 +519,89 @@ class GetStatusResponse(_message.Message):
         sessions: _abc.Iterable[Global___SessionStat] | None = ...,
         position_mode: _builtins.str = ...,
         position_mode_reason: _builtins.str = ...,
+        position_runtime: Global___PositionRuntime | None = ...,
+        interim_stability: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
+
+@_typing.final
+class PositionRuntime(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_RUNNER_FIELD_NUMBER: _builtins.int
+    ASYNC_SCHEDULING_FIELD_NUMBER: _builtins.int
+    KV_CACHE_DTYPE_FIELD_NUMBER: _builtins.int
+    KV_GROUPS_FIELD_NUMBER: _builtins.int
+    model_runner: _builtins.str
+    """The model runner class vLLM runs (re-anchoring hooks the V1 runner only)."""
+    async_scheduling: _builtins.bool
+    """vLLM's resolved async scheduling."""
+    kv_cache_dtype: _builtins.str
+    """KV-cache dtype as configured ("auto": the model's dtype)."""
+    @_builtins.property
+    def kv_groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___KvGroupRuntime]: ...
+    def __init__(
+        self,
+        *,
+        model_runner: _builtins.str = ...,
+        async_scheduling: _builtins.bool = ...,
+        kv_cache_dtype: _builtins.str = ...,
+        kv_groups: _abc.Iterable[Global___KvGroupRuntime] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["async_scheduling", b"async_scheduling", "kv_cache_dtype", b"kv_cache_dtype", "kv_groups", b"kv_groups", "model_runner", b"model_runner"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PositionRuntime: _TypeAlias = PositionRuntime  # noqa: Y015
+
+@_typing.final
+class KvGroupRuntime(_message.Message):
+    """One KV-cache group: its geometry, its attention backend and how its keys are laid out."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    BLOCK_SIZE_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    ATTENTION_BACKEND_FIELD_NUMBER: _builtins.int
+    KEY_LAYOUT_FIELD_NUMBER: _builtins.int
+    DTYPE_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"decoder" or "encoder" (the layers it holds)."""
+    block_size: _builtins.int
+    """Tokens per KV block (vLLM's, after page-size unification)."""
+    window: _builtins.int
+    """Sliding window, in tokens (0: full attention)."""
+    attention_backend: _builtins.str
+    key_layout: _builtins.str
+    """The probed key layout (the probe's description); empty when no probe ran."""
+    dtype: _builtins.str
+    """The cache tensor's dtype."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        block_size: _builtins.int = ...,
+        window: _builtins.int = ...,
+        attention_backend: _builtins.str = ...,
+        key_layout: _builtins.str = ...,
+        dtype: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attention_backend", b"attention_backend", "block_size", b"block_size", "dtype", b"dtype", "key_layout", b"key_layout", "kind", b"kind", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KvGroupRuntime: _TypeAlias = KvGroupRuntime  # noqa: Y015
 
 @_typing.final
 class SessionStat(_message.Message):

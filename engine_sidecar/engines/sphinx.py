@@ -1,10 +1,15 @@
 """PocketSphinx: the embedded CPU engine (English, modest accuracy, model ships in the wheel).
 
-PocketSphinx revises its partial hypothesis as audio arrives; voxgate promises
-append-only text. So a word is emitted early only once it has stayed the same
-in every partial hypothesis over the last STABLE_MS of audio and ended at least
-SETTLE_MS before the newest audio; the rest comes out at flush, when the
-utterance is closed and the decoder gives its final (better) hypothesis.
+PocketSphinx revises its partial hypothesis as audio arrives. Interim text is
+append-only within an utterance, so a word is emitted early only once it has
+stayed the same in every partial hypothesis over the last STABLE_MS of audio
+and ended at least SETTLE_MS before the newest audio (and never past a point
+where the partial hypothesis stopped agreeing with what was emitted). At flush the decoder's
+own final hypothesis for the utterance is the answer: the words it adds come
+out as deltas when it agrees with the words already emitted, and as a Revision
+(the whole hypothesis, replacing them) when it does not. So the engine's
+interim stability is "revisable", and the final text is exactly what the
+decoder says for the utterance's samples.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 from ..engine import (
     BYTES_PER_MS,
+    INTERIM_REVISABLE,
     SAMPLE_RATE_HZ,
     Closed,
     Delta,
@@ -22,6 +28,7 @@ from ..engine import (
     EngineInfo,
     EngineOutput,
     Flushed,
+    Revision,
 )
 from ..output_queue import OutputChannel
 
@@ -50,6 +57,14 @@ def _words(segments: object, utterance_start_ms: int) -> list[Word]:
     return words
 
 
+def _delta(w: Word) -> Delta:
+    return Delta(text=" " + w.text, start_ms=w.start_ms, end_ms=w.end_ms)
+
+
+def _texts(words: list[Word]) -> list[str]:
+    return [w.text for w in words]
+
+
 def _agreed_prefix(hypotheses: list[list[Word]]) -> int:
     """How many leading words every hypothesis shares."""
     n = 0
@@ -67,7 +82,7 @@ class SphinxSession:
         self._out = OutputChannel()
         self._audio_ms = 0
         self._utterance_start_ms = 0
-        self._committed = 0
+        self._committed: list[Word] = []  # emitted as deltas in this utterance
         self._history: list[tuple[int, list[Word]]] = []  # (audio_ms, hypothesis)
         self._released = False
         decoder.start_utt()  # type: ignore[attr-defined]
@@ -85,10 +100,11 @@ class SphinxSession:
         if self._history[0][0] > self._audio_ms - STABLE_MS:
             return  # not enough history yet
         stable = _agreed_prefix([h for _, h in self._history])
-        while stable > self._committed and words[stable - 1].end_ms > self._audio_ms - SETTLE_MS:
+        done = len(self._committed)
+        while stable > done and words[stable - 1].end_ms > self._audio_ms - SETTLE_MS:
             stable -= 1
-        if stable > self._committed:
-            await self._emit(words[self._committed:stable])
+        if stable > done and _texts(words[:done]) == _texts(self._committed):
+            await self._emit(words[done:stable])
 
     def _decode(self, pcm16: bytes) -> list[Word]:
         d = self._decoder
@@ -104,14 +120,18 @@ class SphinxSession:
 
     async def _emit(self, words: list[Word]) -> None:
         for w in words:
-            await self._out.put(Delta(text=" " + w.text, start_ms=w.start_ms, end_ms=w.end_ms))
-        self._committed += len(words)
+            await self._out.put(_delta(w))
+        self._committed += words
 
     async def flush(self, marker: int) -> None:
         final = await asyncio.to_thread(self._end_utterance)
-        await self._emit(final[self._committed:])
+        done = len(self._committed)
+        if _texts(final[:done]) == _texts(self._committed):
+            await self._emit(final[done:])  # the decoder's final hypothesis extends what was emitted
+        else:
+            await self._out.put(Revision(tuple(_delta(w) for w in final)))
         self._utterance_start_ms = self._audio_ms
-        self._committed = 0
+        self._committed = []
         self._history = []
         await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
 
@@ -135,7 +155,7 @@ class SphinxEngine:
         self._model_dir = model
         self.info = EngineInfo(
             name="sphinx", model=model or "pocketsphinx en-us (bundled)",
-            max_sessions=max_sessions, languages=("en-US",),
+            max_sessions=max_sessions, languages=("en-US",), interim_stability=INTERIM_REVISABLE,
         )
         self._counters = EngineCounters()
 

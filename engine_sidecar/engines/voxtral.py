@@ -92,18 +92,23 @@ class VoxtralEngine:
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * 16000)
-        mode = PositionMode.rollover(problems[0]) if problems else PositionMode.REANCHOR
+        runtime = self._reanchor.runtime
+        # A refusal says what it refused to run on (the runner, backends, layouts the workers found).
+        mode = PositionMode.rollover(problems[0] + (f" [runs on: {runtime.describe()}]" if runtime else "")) \
+            if problems else PositionMode.REANCHOR
         self._counters.extra["reanchor_active"] = int(mode.reanchor)
+        budget = BudgetRollover.for_cap(cap, window)
         self._ctx = EngineContext(
             llm=llm, model_cls=model_cls, geometry=geometry, options=self.options,
-            rollover=NoRollover() if mode.reanchor else BudgetRollover.for_cap(cap, window), counters=self._counters,
+            rollover=NoRollover() if mode.reanchor else budget, counters=self._counters,
             on_request_error=self._on_request_error, clock=self._clock, position_mode=mode,
             reanchor_listeners=self._reanchor.listeners,
-            flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None)
+            flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None,
+            fallback_rollover=budget)
         self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
                                languages=LANGUAGES, frame_ms=geometry.frame_ms,
                                transcription_delay_ms=geometry.delay_ms, position_mode=mode.name,
-                               position_mode_reason=mode.reason)
+                               position_mode_reason=mode.reason, position_runtime=runtime)
         self._monitor = asyncio.create_task(self._watch_engine())
         if mode.reanchor:
             self._reanchor.start_polling(llm, self._counters)

@@ -8,6 +8,9 @@ next SchedulerOutput tells the workers which blocks to rotate by R(-D) before th
 
 On GPU, vLLM schedules asynchronously: the AsyncScheduler variant re-anchors a session only when
 nothing of it is in flight, and otherwise retries at its next chunk (the margin leaves room for that).
+
+Every shift handed to the workers gets a serial number and is kept until the sidecar's tripwire drains it
+(`voxgate_issued`, through the engine-core call in tripwire.py) and checks that every worker rank applied it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections import deque
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -24,6 +28,7 @@ from .settings import LOGGER, ReanchorSettings, request_tag
 from .shift import OUTPUT_ATTR, Shift
 
 log = logging.getLogger(LOGGER)
+ISSUED_KEPT = 4096  # issued shifts kept for the tripwire between two of its polls
 
 
 def sched_requests(scheduler: Any) -> dict[str, Any]:
@@ -48,6 +53,8 @@ class _ReanchorMixin:
         check_scheduling_mode(type(self), bool(sched.vllm_config.scheduler_config.async_scheduling))
         self._vg_settings = ReanchorSettings.from_vllm_config(sched.vllm_config)
         self._vg_pending: dict[str, Shift] = {}
+        self._vg_seq = 0
+        self._vg_issued: deque[dict[str, Any]] = deque(maxlen=ISSUED_KEPT)
         managers = sched.kv_cache_manager.coordinator.single_type_managers
         # Every group's blocks must stay whole: D is a multiple of every group's block size.
         self._vg_unit = math.lcm(*(m.block_size for m in managers))
@@ -65,9 +72,21 @@ class _ReanchorMixin:
         # Hand shifts over only with a step that runs the model: the workers rotate at its start.
         if self._vg_pending and out.total_num_scheduled_tokens > 0:
             live = sched_requests(self)
-            setattr(out, OUTPUT_ATTR, tuple(s for rid, s in self._vg_pending.items() if rid in live))
+            issued = []
+            for rid, shift in self._vg_pending.items():
+                if rid in live:
+                    self._vg_seq += 1
+                    issued.append(dataclasses.replace(shift, seq=self._vg_seq))
+            setattr(out, OUTPUT_ATTR, tuple(issued))
+            self._vg_issued.extend(shift.record() for shift in issued)
             self._vg_pending = {}
         return out
+
+    def voxgate_issued(self) -> list[dict[str, Any]]:
+        """The shifts handed to the workers since the last call (Shift.record), oldest first."""
+        issued = list(self._vg_issued)
+        self._vg_issued.clear()
+        return issued
 
     # -- the shift ------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 OUTPUT_ATTR = "voxgate_reanchor"  # attribute on vLLM's SchedulerOutput (a plain dataclass, pickled to workers)
 
@@ -14,7 +15,12 @@ class Shift:
     tokens: int  # D: every live position p becomes p - D
     blocks: tuple[tuple[int, ...], ...]  # live (non-null) block ids per KV-cache group, after the drop
     clock: int  # the session's computed tokens after the shift
+    seq: int = 0  # the scheduler's serial number once issued (attached to a SchedulerOutput); 0 while pending
 
     def then(self, later: Shift) -> Shift:
         """Two shifts of one request before the worker ran: rotate once by the sum, over the blocks still live."""
         return Shift(self.req_id, self.tag, self.tokens + later.tokens, later.blocks, later.clock)
+
+    def record(self) -> dict[str, Any]:
+        """The issued shift as the tripwire compares it with the workers' acknowledgements (plain data)."""
+        return {"seq": self.seq, "req_id": self.req_id, "tag": self.tag, "tokens": self.tokens, "clock": self.clock}

@@ -34,6 +34,7 @@ class Event:
     count: int  # re-anchors of this request so far
     rotate_ms: float
     blocks: int  # live KV blocks the request holds (all groups): constant over a long session
+    seq: int  # the scheduler's serial number of the shift: this rank's acknowledgement of it
 
 
 class _Ledger:
@@ -48,7 +49,7 @@ class _Ledger:
         self.counts[shift.req_id] = count = self.counts.get(shift.req_id, 0) + 1
         self.total += 1
         self.events.append(Event(shift.tag, shift.tokens, shift.clock, count, round(seconds * 1000, 3),
-                                 sum(len(ids) for ids in shift.blocks)))
+                                 sum(len(ids) for ids in shift.blocks), shift.seq))
 
 
 def install_hook() -> bool:
@@ -128,10 +129,10 @@ class ReanchorWorkerExtension:
             _check_margin(runner.vllm_config.model_config.max_model_len, settings.margin_tokens, windows, units)
         except Unsupported as exc:
             log.warning("voxgate re-anchoring unavailable: %s", exc)
-            return {"ok": False, "reason": str(exc)}
+            return {"ok": False, "reason": str(exc), **_what_runs(runner)}
         except Exception as exc:  # a surprise inside vLLM: fall back rather than break the engine
             log.exception("voxgate re-anchoring self-check failed")
-            return {"ok": False, "reason": f"self-check failed: {exc!r}"}
+            return {"ok": False, "reason": f"self-check failed: {exc!r}", **_what_runs(runner)}
         runner._voxgate_ledger = _Ledger()
         setattr(runner, ROTATOR_ATTR, rotator)
         return {"ok": True, "reason": "", "layers": rotator.describe(), "exact_rope_tables": tables,
@@ -146,16 +147,40 @@ class ReanchorWorkerExtension:
                 "windows": [getattr(g.kv_cache_spec, "sliding_window", None) for g in groups]}
 
     def voxgate_reanchor_events(self) -> dict[str, Any]:
-        """Events since the last call, plus totals."""
+        """Events since the last call (each one this rank's acknowledgement of a shift it applied), plus totals."""
         runner: Any = self.model_runner  # type: ignore[attr-defined]
         ledger: _Ledger | None = getattr(runner, "_voxgate_ledger", None)
+        armed = getattr(runner, ROTATOR_ATTR, None) is not None
         if ledger is None:
-            return {"events": [], "total": 0}
+            return {"events": [], "total": 0, "armed": armed}
         events = [asdict(e) for e in ledger.events]
         ledger.events.clear()
         for req_id in [r for r in ledger.counts if r not in runner.requests]:  # finished: forget
             del ledger.counts[req_id]
-        return {"events": events, "total": ledger.total}
+        return {"events": events, "total": ledger.total, "armed": armed}
+
+    def voxgate_reanchor_disarm(self) -> bool:
+        """Stop applying shifts on this rank (the hook then neither rotates nor acknowledges): what a rank whose
+        hook is not called looks like. The sidecar's tripwire must then end re-anchoring for the sessions the
+        scheduler shifts (tests/engine/test_reanchor_tripwire.py). True if it was armed."""
+        runner: Any = self.model_runner  # type: ignore[attr-defined]
+        armed = getattr(runner, ROTATOR_ATTR, None) is not None
+        if armed:
+            delattr(runner, ROTATOR_ATTR)
+        return armed
+
+
+def _what_runs(runner: Any) -> dict[str, Any]:
+    """Best effort, for a refusal's report: the runtime and KV groups as far as they can be read."""
+    out: dict[str, Any] = {}
+    try:
+        out["runtime"] = describe_runtime(runner)
+        groups = runner.kv_cache_config.kv_cache_groups
+        out["block_sizes"] = [int(g.kv_cache_spec.block_size) for g in groups]
+        out["windows"] = [getattr(g.kv_cache_spec, "sliding_window", None) or 0 for g in groups]
+    except Exception:  # noqa: BLE001 - describing is never worth failing a refusal over
+        pass
+    return out
 
 
 def _group_geometry(runner: Any) -> tuple[list[int], list[int]]:

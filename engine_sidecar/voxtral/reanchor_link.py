@@ -1,8 +1,11 @@
 """The sidecar's end of re-anchoring: arm the extension inside vLLM, then relay its events to sessions.
 
-Events happen in the EngineCore's worker; the sidecar polls them (a collective_rpc every
-POLL_S while re-anchoring sessions exist) and hands each to the session whose request it
-shifted, which reports it as a diagnostic. Polling is a few microseconds of engine time.
+Events happen in the EngineCore's workers; the sidecar polls them (one EngineCore utility call every
+POLL_S while re-anchoring sessions exist: the shifts the scheduler issued and every worker rank's
+acknowledgements, see reanchor/tripwire.py) and hands each to the session whose request it shifted,
+which reports it as a diagnostic. A shift some rank did not acknowledge ends that session's
+re-anchoring: log line, counter, and the session's own diagnostic and rollover. Polling is a few
+microseconds of engine time.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any, ClassVar
 
 import structlog
 
-from ..engine import EngineCounters
+from ..engine import EngineCounters, KvGroupRuntime, PositionRuntime
 from ..reanchor.frontend import uncap_realtime_buffer
+from ..reanchor.tripwire import POLL_METHOD, Unacknowledged, check
 
 log = structlog.get_logger("voxtral")
 POLL_S = 0.5
@@ -42,20 +46,36 @@ class PositionMode:
 
 PositionMode.REANCHOR = PositionMode("reanchor")
 
-# An event as the worker reports it: tag (our request id), tokens, clock, count, rotate_ms.
+# An event as the worker reports it: tag (our request id), tokens, clock, count, rotate_ms, blocks, seq.
 ReanchorEvent = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StreamListener:
+    """What a session does with its request's re-anchor news."""
+
+    on_event: Callable[[ReanchorEvent], None]  # a shift every rank applied
+    on_failure: Callable[[Unacknowledged], None]  # a shift some rank did not apply: re-anchoring must end
 
 
 class ReanchorLink:
     def __init__(self, counters: EngineCounters) -> None:
-        self.listeners: dict[str, Callable[[ReanchorEvent], None]] = {}
+        self.listeners: dict[str, StreamListener] = {}
+        self.runtime: PositionRuntime | None = None  # what runs, as the first worker's set-up found it
         self._counters = counters
         self._poller: asyncio.Task[None] | None = None
 
     async def arm(self, llm: Any, wanted: bool) -> list[str]:
         """Run the worker-side set-up (guards, layout probes, exact tables); the reasons it failed, if any."""
         reports = await llm.collective_rpc("voxgate_reanchor_setup")
+        self.runtime = runtime_summary(reports[0]) if reports else None
         problems = [str(r.get("reason") or "worker set-up failed") for r in reports if not r.get("ok")]
+        if wanted and not problems:
+            try:
+                await llm.engine_core.call_utility_async(POLL_METHOD)  # the tripwire must answer before we rely on it
+            except Exception as exc:
+                problems.append(f"the re-anchor tripwire cannot reach the engine core ({exc}): shifts could go "
+                                "unchecked")
         if wanted and not problems:
             try:
                 uncap_realtime_buffer()
@@ -87,12 +107,53 @@ class ReanchorLink:
 
     async def poll_once(self, llm: Any) -> None:
         try:
-            (report, *_) = await llm.collective_rpc("voxgate_reanchor_events")
+            report = await llm.engine_core.call_utility_async(POLL_METHOD)
         except Exception as exc:  # the engine's death is the engine monitor's business
             log.debug("reanchor_poll_failed", error=repr(exc))
             return
-        for event in report["events"]:
-            self._counters.extra["reanchors"] = self._counters.extra.get("reanchors", 0) + 1
-            listener = self.listeners.get(event["tag"])
-            if listener is not None:
-                listener(event)
+        self.dispatch(report)
+
+    def dispatch(self, report: dict[str, Any]) -> None:
+        """Hand one poll's news to the sessions, in the order the scheduler issued the shifts."""
+        verdict = check(report)
+        news: list[tuple[int, ReanchorEvent | Unacknowledged]] = [(int(e["seq"]), e) for e in verdict.applied]
+        news += [(u.seq, u) for u in verdict.unacknowledged]
+        for _, item in sorted(news, key=lambda n: n[0]):
+            extra = self._counters.extra
+            if isinstance(item, Unacknowledged):
+                extra["reanchor_unacknowledged"] = extra.get("reanchor_unacknowledged", 0) + 1
+                log.error("reanchor_unacknowledged", request_id=item.tag, seq=item.seq, tokens=item.tokens,
+                          clock=item.clock, missing_ranks=list(item.missing_ranks), ranks=item.ranks,
+                          action="re-anchoring ends for this session; it rolls over from here")
+                if (listener := self.listeners.get(item.tag)) is not None:
+                    listener.on_failure(item)
+                continue
+            extra["reanchors"] = extra.get("reanchors", 0) + 1
+            if (listener := self.listeners.get(item["tag"])) is not None:
+                listener.on_event(item)
+
+
+def runtime_summary(report: dict[str, Any]) -> PositionRuntime | None:
+    """What re-anchoring runs on, from a worker's set-up report (armed or refused): runner, async flag, KV dtype,
+    and per KV group its kind, block size, window, attention backend, probed key layout(s) and cache dtype(s)."""
+    runtime = report.get("runtime")
+    if not runtime:
+        return None
+    kinds: dict[int, dict[str, set[str]]] = {}
+    for layer in report.get("layers") or ():
+        g = kinds.setdefault(int(layer.get("group", 0)), {"kind": set(), "layout": set(), "dtype": set()})
+        for key, values in g.items():
+            values.add(str(layer.get(key, "")))
+    backends = list(runtime.get("backends") or ())
+    sizes, windows = list(report.get("block_sizes") or ()), list(report.get("windows") or ())
+    groups = []
+    for i in range(max(len(backends), len(sizes), len(kinds))):
+        seen = kinds.get(i, {})
+        groups.append(KvGroupRuntime(
+            kind=" | ".join(sorted(seen.get("kind", ()))), block_size=int(sizes[i]) if i < len(sizes) else 0,
+            window=int(windows[i] or 0) if i < len(windows) else 0,
+            attention_backend=backends[i] if i < len(backends) else "",
+            key_layout=" | ".join(sorted(seen.get("layout", ()))), dtype=" | ".join(sorted(seen.get("dtype", ())))))
+    return PositionRuntime(model_runner=str(runtime.get("runner", "")),
+                           async_scheduling=bool(runtime.get("async_scheduling")),
+                           kv_cache_dtype=str(runtime.get("kv_cache_dtype", "")), kv_groups=tuple(groups))

@@ -22,8 +22,9 @@ import structlog
 
 from ..engine import BYTES_PER_MS, Closed, Delta, Diagnostic, EngineCounters, EngineOutput, Flushed, SessionStat
 from ..output_queue import OutputChannel
+from ..reanchor.tripwire import Unacknowledged
 from .options import VoxtralOptions
-from .reanchor_link import PositionMode, ReanchorEvent
+from .reanchor_link import PositionMode, ReanchorEvent, StreamListener
 from .rollover import RolloverPolicy
 from .stream import RequestStream
 from .timing import StreamGeometry
@@ -31,8 +32,9 @@ from .watchdog import FREEZE, RUT, Watchdog
 
 log = structlog.get_logger("voxtral")
 RATE_WINDOW_S = 2.0
+REANCHOR_FAILED = "reanchor_failed"
 COUNTERS = {"rollover": "rollovers", RUT: "rut_recoveries", FREEZE: "freeze_recoveries",
-            "warning": "early_request_ends"}
+            "warning": "early_request_ends", REANCHOR_FAILED: "reanchor_failed_sessions"}
 
 
 @dataclass
@@ -48,9 +50,10 @@ class EngineContext:
     on_request_error: Callable[[BaseException], None]  # exits the sidecar if the engine itself died
     clock: Callable[[], float]
     position_mode: PositionMode = PositionMode.rollover("")
-    # request id -> callback for re-anchor events of that request (ReanchorLink dispatches)
-    reanchor_listeners: dict[str, Callable[[ReanchorEvent], None]] = field(default_factory=dict)
+    # request id -> what that request's session does with its re-anchor news (ReanchorLink dispatches)
+    reanchor_listeners: dict[str, StreamListener] = field(default_factory=dict)
     flush_reanchor: Callable[[], Awaitable[None]] | None = None  # fetch pending events now
+    fallback_rollover: RolloverPolicy | None = None  # a session whose re-anchoring failed rolls over by this
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
@@ -71,6 +74,8 @@ class VoxtralSession:
         self._progress_rate = 1.0  # audio ms transcribed per wall ms lately (admission's headroom signal)
         self._rate_mark = (ctx.clock(), 0)
         self.reanchors = 0
+        self._mode = ctx.position_mode  # a failed re-anchor turns this session (only) to rollover
+        self._policy = ctx.rollover
         self._progress = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._error: BaseException | None = None
@@ -84,7 +89,7 @@ class VoxtralSession:
     def stat(self) -> SessionStat:
         stream = self._stream
         clock = self._g.prompt_tokens + stream.tokens - stream.shifted
-        return SessionStat(self._id, self._pushed_ms(), self.reanchors, clock, self._ctx.position_mode.name)
+        return SessionStat(self._id, self._pushed_ms(), self.reanchors, clock, self._mode.name)
 
     # -- EngineSession -------------------------------------------------------
 
@@ -98,15 +103,15 @@ class VoxtralSession:
             await self._recover(kind)
         while pcm16:
             n = len(pcm16) // 2
-            head = self._ctx.rollover.split(self._stream.samples, n, speech)
+            head = self._policy.split(self._stream.samples, n, speech)
             if head is None:
                 self._feed(pcm16)
                 break
             self._feed(pcm16[:head * 2])
             pcm16 = pcm16[head * 2:]
-            await self._roll_over("rollover", f"session moved to a fresh engine request at "
-                                              f"{self._pushed_ms()} ms (position budget; max_model_len "
-                                              f"{self._ctx.options.max_model_len})")
+            self._roll_over("rollover", f"session moved to a fresh engine request at "
+                                        f"{self._pushed_ms()} ms (position budget; max_model_len "
+                                        f"{self._ctx.options.max_model_len})")
         await self._wait_for_backlog()
 
     async def flush(self, marker: int) -> None:
@@ -141,11 +146,12 @@ class VoxtralSession:
     def _start_stream(self, offset_ms: int, predecessor: RequestStream | None,
                       announce: Diagnostic | None) -> RequestStream:
         bias = self._ctx.options.blank_logit_bias
-        reanchor = self._ctx.position_mode.reanchor
+        reanchor = self._mode.reanchor
         stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
                                {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor)
         if reanchor:
-            self._ctx.reanchor_listeners[stream.request_id] = lambda event: self._on_reanchor(stream, event)
+            self._ctx.reanchor_listeners[stream.request_id] = StreamListener(
+                lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure))
 
         async def on_start() -> None:
             # The previous request is finished: all it will ever say is out.
@@ -175,13 +181,14 @@ class VoxtralSession:
         if not stream.ended and stream is self._stream and not self._closing:
             # vLLM finished the request on its own (it stops at max_model_len): never drop audio silently.
             log.warning("engine_request_ended_early", session_id=self._id, request_id=stream.request_id)
-            await self._roll_over("warning", "the engine ended a request early; continuing on a fresh one")
+            self._roll_over("warning", "the engine ended a request early; continuing on a fresh one")
 
     async def _finished(self, stream: RequestStream) -> None:
         self._covered_ms = max(self._covered_ms, stream.offset_ms + stream.audio_ms)
         await self._ack_flushes()
 
-    async def _roll_over(self, kind: str, message: str) -> None:
+    def _roll_over(self, kind: str, message: str) -> None:
+        """Move to a fresh engine request (synchronous: nothing can interleave with the switch)."""
         old = self._stream
         old.end()
         at_ms = old.offset_ms + old.audio_ms
@@ -199,9 +206,9 @@ class VoxtralSession:
             self._covered_ms = max(self._covered_ms, old.offset_ms + old.audio_ms)
             await self._ack_flushes()
         self._dog.reset()
-        await self._roll_over(kind, "no output while audio was fed; engine request restarted" if kind == FREEZE
-                              else f"blank-token rut over speech (> {self._ctx.options.rut_blank_frames} frames); "
-                                   "engine request restarted")
+        self._roll_over(kind, "no output while audio was fed; engine request restarted" if kind == FREEZE
+                        else f"blank-token rut over speech (> {self._ctx.options.rut_blank_frames} frames); "
+                             "engine request restarted")
 
     async def _cancel_streams(self, only: list[asyncio.Task[None]] | None = None) -> None:
         tasks = self._tasks if only is None else only
@@ -213,16 +220,43 @@ class VoxtralSession:
 
     # -- outputs -------------------------------------------------------------
 
+    def _event_ms(self, stream: RequestStream, clock: int) -> tuple[int, int]:
+        """(absolute position, session audio ms) of an event that left `stream` at `clock` (after the shift)."""
+        position = clock + stream.shifted
+        return position, stream.offset_ms + max(0, min(self._g.token_end_ms(position - self._g.prompt_tokens),
+                                                        stream.audio_ms))
+
     def _on_reanchor(self, stream: RequestStream, event: ReanchorEvent) -> None:
         stream.shifted += int(event["tokens"])
         self.reanchors += 1
-        position = int(event["clock"]) + stream.shifted  # the session's absolute position at the event
-        at_ms = stream.offset_ms + max(0, min(self._g.token_end_ms(position - self._g.prompt_tokens), stream.audio_ms))
+        position, at_ms = self._event_ms(stream, int(event["clock"]))
         self._notes.append(Diagnostic(
             kind="reanchor", at_ms=at_ms,
             message=f"position clock shifted down by {event['tokens']} to {event['clock']} "
                     f"(re-anchor {event['count']} of this request, absolute position {position}, "
                     f"keys rotated in {event['rotate_ms']:.2f} ms; {event['blocks']} KV blocks live)"))
+
+    def _reanchor_failed(self, stream: RequestStream, failure: Unacknowledged) -> None:
+        """The tripwire: a shift of this session that a worker rank did not apply. Its keys no longer match its
+        clock, so re-anchoring ends for the session, loudly: it leaves that request at once and rolls over from
+        now on (the log line and the engine counter come from the link)."""
+        stream.shifted += failure.tokens  # the scheduler's clock did move
+        self._ctx.reanchor_listeners.pop(stream.request_id, None)  # that request's later news changes nothing
+        _, at_ms = self._event_ms(stream, failure.clock)
+        what = failure.describe()
+        self._mode = PositionMode.rollover(f"re-anchoring ended at {at_ms} ms: {what}")
+        if self._ctx.fallback_rollover is not None:
+            self._policy = self._ctx.fallback_rollover
+        message = (f"re-anchoring failed at {at_ms} ms: {what}. The transcript from {at_ms} ms to the end of this "
+                   "engine request may be wrong; re-anchoring ends for this session, which continues on a fresh "
+                   "engine request and rolls over from now on")
+        log.error("session_reanchor_failed", session_id=self._id, request_id=stream.request_id, at_ms=at_ms,
+                  seq=failure.seq, missing_ranks=list(failure.missing_ranks))
+        if stream is self._stream and not self._closing and not self.released:
+            self._roll_over(REANCHOR_FAILED, message)
+        else:  # that request is over already: say so with the next outputs
+            self._ctx.count(COUNTERS[REANCHOR_FAILED])
+            self._notes.append(Diagnostic(kind=REANCHOR_FAILED, message=message, at_ms=at_ms))
 
     async def _emit_notes(self) -> None:
         while self._notes:

@@ -37,6 +37,16 @@ FIELD_NAMES = {
 }
 
 
+# The `stability` of an interim result (Google, Riva: how likely the recognizer keeps its guess).
+APPEND_ONLY_STABILITY = 1.0  # the final only appends: interim text is never revised
+REVISABLE_STABILITY = 0.5  # the final may replace the interim text (no per-result estimate is made)
+
+
+def interim_stability(started: Started) -> float:
+    """The stability every interim result of this session carries: 1.0 only where the engine is append-only."""
+    return APPEND_ONLY_STABILITY if started.interim_stability == "append_only" else REVISABLE_STABILITY
+
+
 def field_map(config_prefix: str, audio_field: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """voxgate field → the compat request's field path (e.g. "streaming_config.config.sample_rate_hertz")."""
     names = {k: config_prefix + v for k, v in {**FIELD_NAMES, **(extra or {})}.items()}

@@ -18,7 +18,7 @@ from voxgate_client._proto import speech_pb2 as pb
 from .. import errors
 from ..api import SpeechServicer
 from ..config import Config
-from ..events import SpeechEvent
+from ..events import SpeechEvent, Started
 from ..transcript import Result
 from . import adapter
 from ._proto import cloud_speech_pb2 as gs
@@ -33,8 +33,6 @@ ENCODINGS = {
 }
 STREAM_FIELDS = adapter.field_map("streaming_config.config.", "audio_content")
 UNARY_FIELDS = adapter.field_map("config.", "audio.content")
-# Voxgate's interim text is append-only: what an interim result says is never revised.
-INTERIM_STABILITY = 1.0
 
 
 def _duration(ms: int) -> duration_pb2.Duration:
@@ -60,10 +58,10 @@ def _alternative(r: Result, words: bool) -> gs.SpeechRecognitionAlternative:
     return alt
 
 
-def streaming_result(r: Result, language: str, words: bool) -> gs.StreamingRecognitionResult:
+def streaming_result(r: Result, language: str, words: bool, stability: float) -> gs.StreamingRecognitionResult:
     return gs.StreamingRecognitionResult(
         alternatives=[_alternative(r, words)], is_final=r.is_final,
-        stability=0.0 if r.is_final else INTERIM_STABILITY, result_end_time=_duration(r.end_ms),
+        stability=0.0 if r.is_final else stability, result_end_time=_duration(r.end_ms),
         language_code=language)
 
 
@@ -91,10 +89,13 @@ class GoogleSpeechServicer(cloud_speech_pb2_grpc.SpeechServicer):
             end_of_utterance = asyncio.Event()
             inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
                                            end_of_utterance)
+            stability = adapter.REVISABLE_STABILITY
             async for cfg, out in adapter.session(self._speech, SERVICE, config, inputs, context):
-                if isinstance(out, Result):
+                if isinstance(out, Started):
+                    stability = adapter.interim_stability(out)
+                elif isinstance(out, Result):
                     yield gs.StreamingRecognizeResponse(
-                        results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets)])
+                        results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)])
                 elif isinstance(out, SpeechEvent):
                     if sc.enable_voice_activity_events:
                         kind = EventType.SPEECH_ACTIVITY_BEGIN if out.started else EventType.SPEECH_ACTIVITY_END

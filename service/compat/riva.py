@@ -16,6 +16,7 @@ from voxgate_client._proto import speech_pb2 as pb
 from .. import errors
 from ..api import SpeechServicer
 from ..config import Config
+from ..events import Started
 from ..transcript import Result
 from . import adapter
 from ._proto import riva_asr_pb2 as rasr
@@ -32,8 +33,6 @@ ENCODINGS = {
 ENDPOINTING = {"config.endpointing.silence_ms": "endpointing_config.stop_history"}
 STREAM_FIELDS = adapter.field_map("streaming_config.config.", "audio_content", ENDPOINTING)
 UNARY_FIELDS = adapter.field_map("config.", "audio", ENDPOINTING)
-# Voxgate's interim text is append-only: what an interim result says is never revised.
-INTERIM_STABILITY = 1.0
 
 
 def voxgate_config(rc: rasr.RecognitionConfig, interim_results: bool, prefix: str) -> pb.StreamingConfig:
@@ -57,10 +56,10 @@ def _alternative(r: Result, language: str, words: bool) -> rasr.SpeechRecognitio
     return alt
 
 
-def streaming_result(r: Result, language: str, words: bool) -> rasr.StreamingRecognitionResult:
+def streaming_result(r: Result, language: str, words: bool, stability: float) -> rasr.StreamingRecognitionResult:
     return rasr.StreamingRecognitionResult(
         alternatives=[_alternative(r, language, words)], is_final=r.is_final,
-        stability=0.0 if r.is_final else INTERIM_STABILITY, audio_processed=r.end_ms / 1000)
+        stability=0.0 if r.is_final else stability, audio_processed=r.end_ms / 1000)
 
 
 def _configs(caps: pb.GetCapabilitiesResponse) -> Iterable[rasr.RivaSpeechRecognitionConfigResponse.Config]:
@@ -93,10 +92,13 @@ class RivaServicer(riva_asr_pb2_grpc.RivaSpeechRecognitionServicer):
             config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
             inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
                                            asyncio.Event())
+            stability = adapter.REVISABLE_STABILITY
             async for cfg, out in adapter.session(self._speech, SERVICE, config, inputs, context):
-                if isinstance(out, Result):
-                    yield rasr.StreamingRecognizeResponse(
-                        results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets)], id=first.id)
+                if isinstance(out, Started):
+                    stability = adapter.interim_stability(out)
+                elif isinstance(out, Result):
+                    result = streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)
+                    yield rasr.StreamingRecognizeResponse(results=[result], id=first.id)
         except errors.StreamError as exc:
             await adapter.abort(context, exc, STREAM_FIELDS)
 

@@ -26,7 +26,7 @@ import grpc
 import structlog
 
 from engine_sidecar._proto import engine_pb2_grpc
-from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed
+from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed, Revision
 
 from .. import errors, metrics, tracing
 from ..audio.vad import SpeechBoundary
@@ -124,7 +124,8 @@ class Session:
         self._spawn(self._watch())
         started = Started(self.session_id, self._link.engine, self._link.model, self.resume_token,
                           self._server.resume_window_s, position_mode=self._link.position_mode,
-                          position_mode_reason=self._link.position_mode_reason)
+                          position_mode_reason=self._link.position_mode_reason,
+                          interim_stability=self._link.interim_stability)
         self.log.append(started)
         self.started = started
         return started
@@ -385,6 +386,8 @@ class Session:
                     if result is not None and self.cfg.interim_results:
                         self._stats.result(final=False)
                         self.log.append(result)
+                elif isinstance(out, Revision):  # the engine's final text of the utterance: the final result's
+                    self._assembler.revise((d.text, d.start_ms, d.end_ms) for d in out.deltas)
                 elif isinstance(out, Flushed):
                     self._replay.covered(out.audio_ms)
                     self._put_final()

@@ -16,7 +16,7 @@ import grpc
 from engine_sidecar._proto import engine_pb2 as epb
 from engine_sidecar._proto import engine_pb2_grpc
 from engine_sidecar.convert import output_from_proto
-from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress
+from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
 
 OUTPUT_QUEUE_SIZE = 64
 
@@ -36,6 +36,9 @@ class EngineFull(Exception):
 def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
     if isinstance(out, Delta):
         return replace(out, start_ms=out.start_ms + base_ms, end_ms=out.end_ms + base_ms)
+    if isinstance(out, Revision):
+        return Revision(tuple(replace(d, start_ms=d.start_ms + base_ms, end_ms=d.end_ms + base_ms)
+                              for d in out.deltas))
     if isinstance(out, Flushed | Closed | Progress):
         return replace(out, audio_ms=out.audio_ms + base_ms)
     if isinstance(out, Diagnostic):
@@ -51,6 +54,7 @@ class EngineLink:
         self.model = ""
         self.position_mode = ""
         self.position_mode_reason = ""
+        self.interim_stability = ""
         self._stub = stub
         self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
                                                         sample_rate_hz=16000))
@@ -87,6 +91,7 @@ class EngineLink:
         opened = first.opened
         self.engine, self.model = opened.engine, opened.model
         self.position_mode, self.position_mode_reason = opened.position_mode, opened.position_mode_reason
+        self.interim_stability = opened.interim_stability
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:

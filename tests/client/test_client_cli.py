@@ -46,6 +46,7 @@ def test_raw_input_without_sample_rate_is_a_usage_error(raw_file, capsys):
         (["--speed", "0", "f"], "must be positive"),
         (["--sample-rate", "abc", "f"], "not a number"),
         (["--chunk-ms", "-5", "f"], "must be positive"),
+        (["--endpointing-silence-ms", "0", "f"], "must be positive"),
         ([], "required"),
     ],
 )
@@ -91,6 +92,16 @@ def test_wav_json_end_to_end(tmp_path, fake_speech, capsys):
     assert [f["text"] for f in finals] == ["utterance 0 bytes 2000"]  # 1 byte a sample
     assert fake_speech.servicer.received[0].count("audio") == 3  # 100 + 100 + 50 ms
     assert lines[-1]["reason"] == "client_end"
+
+
+def test_endpointing_and_limits_reach_the_config(tmp_path, fake_speech, capsys):
+    path = write_wav(tmp_path / "a.wav")
+    argv = ["--server", fake_speech.target, "--no-pace", "--json", "--endpointing-silence-ms", "2500",
+            "--max-duration", "90", "--idle-timeout", "15"]
+    assert cli.main([*argv, str(path)]) == 0
+    config = json.loads(capsys.readouterr().out.splitlines()[0])["effective_config"]
+    assert config["endpointing_silence_ms"] == 2500
+    assert config["limits"] == {"max_duration_s": 90.0, "idle_timeout_s": 15.0}
 
 
 def test_plain_output_prints_only_finals(tmp_path, fake_speech, capsys):

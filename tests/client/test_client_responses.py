@@ -43,6 +43,7 @@ def test_started():
             max_audio_bytes_per_message=65536,
             position_mode=pb.POSITION_MODE_ROLLOVER,
             position_mode_reason="turned off (--no-reanchor)",
+            interim_stability=pb.INTERIM_STABILITY_REVISABLE,
         ),
     )
     assert roundtrip(msg) == {
@@ -65,6 +66,7 @@ def test_started():
         "resumed": False,
         "position_mode": "rollover",
         "position_mode_reason": "turned off (--no-reanchor)",
+        "interim_stability": "revisable",
     }
 
 
@@ -95,6 +97,9 @@ def test_result_without_and_with_words():
     out = roundtrip(pb.StreamingRecognizeResponse(seq=3, result=result))
     assert out["is_final"] is True
     assert out["words"] == [{"word": "hello", "start_s": 12.34, "end_s": 12.8}]
+    assert "revised" not in out
+    result.revised = True  # a final that replaces the utterance's interim text
+    assert roundtrip(pb.StreamingRecognizeResponse(seq=4, result=result))["revised"] is True
 
 
 def test_speech_events():

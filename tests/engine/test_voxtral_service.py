@@ -179,3 +179,37 @@ def test_transcribe_json_shows_the_position_mode_and_each_reanchor(voxtral_serve
     status = subprocess.run([sys.executable, "-m", "service", "status", "--server", voxtral_server.target],
                             capture_output=True, text=True, timeout=60, check=True).stdout
     assert "positions  re-anchoring" in status
+
+
+# Warnings that report a seam in the engine's context (a reset, restart, rollover or recovery): the only way a
+# transcript may legitimately differ, and none of them should happen just because the machine is busy.
+LIMIT_WARNINGS = {"ENGINE_RESET", "ENGINE_RESTARTED", "ENGINE_ROLLOVER", "ENGINE_RUT_RECOVERY",
+                  "ENGINE_FREEZE_RECOVERY"}
+
+
+def test_load_never_changes_a_transcript(voxtral_server: ServerProcess) -> None:
+    """Issue 17: the same audio, paced in real time, with two CPU-burning processes beside the server gives the
+    same finals and word times as without them (float32, re-anchoring on the way), and no engine seam."""
+    import subprocess
+    import sys
+
+    audio = (clip() + silence(1.0)) * 4  # ~28 s: past max_model_len, so re-anchoring runs under load too
+
+    def run() -> tuple[list[tuple[str, list[tuple[int, int]]]], set[str]]:
+        responses = recognize(voxtral_server.stub(), [config_request(), *paced(audio_requests(audio, 3200), 0.1)],
+                              timeout=300)
+        assert responses[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        return signature(responses), {r.warning.code for r in responses if r.HasField("warning")}
+
+    quiet, quiet_warnings = run()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        loaded, loaded_warnings = run()
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert quiet and not quiet_warnings & LIMIT_WARNINGS, quiet_warnings
+    # A recovery under load would itself be the bug (a slow engine taken for a frozen one): none is allowed.
+    assert loaded == quiet, f"load changed the transcript (warnings {sorted(loaded_warnings)})"
+    assert not loaded_warnings & LIMIT_WARNINGS, loaded_warnings

@@ -73,6 +73,7 @@ def test_capabilities(fake_server: ServerProcess) -> None:
     assert (caps.min_sample_rate_hz, caps.max_sample_rate_hz, caps.max_audio_channel_count) == (8000, 48000, 1)
     assert caps.engine.name == "fake" and "en-US" in caps.languages
     assert caps.max_audio_bytes_per_message == 65536
+    assert caps.interim_stability == pb.INTERIM_STABILITY_APPEND_ONLY  # the fake engine never revises
 
 
 def test_sidecar_sigkill_is_survived(tmp_path: Path) -> None:

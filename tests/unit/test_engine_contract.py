@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
-from engine_sidecar.engine import PROGRESS_EVERY_MS, Closed, Delta, Engine, EngineOutput, Flushed, Progress
+from bench.wer import sphinx_final
+from engine_sidecar.engine import (
+    INTERIM_APPEND_ONLY,
+    PROGRESS_EVERY_MS,
+    Closed,
+    Delta,
+    Engine,
+    EngineOutput,
+    Flushed,
+    Progress,
+    Revision,
+)
 from engine_sidecar.engines import create_engine
 from tests.helpers import read_wav_pcm, silence, voiced
 
@@ -94,3 +106,43 @@ async def test_progress_reports_the_audio_taken_in_whether_or_not_it_was_said(na
     assert reports and reports == sorted(reports)
     assert all(b - a >= PROGRESS_EVERY_MS for a, b in zip([0, *reports], reports, strict=False))
     assert len(audio) / 32 - PROGRESS_EVERY_MS < reports[-1] <= len(audio) / 32
+
+
+def utterance_texts(outputs: list[EngineOutput]) -> list[str]:
+    """Each utterance's final text as the service assembles it: deltas appended, a Revision replacing them."""
+    texts, text = [], ""
+    for out in outputs:
+        if isinstance(out, Delta):
+            text += out.text
+        elif isinstance(out, Revision):
+            text = "".join(d.text for d in out.deltas)
+        elif isinstance(out, Flushed):
+            texts.append(text.strip())
+            text = ""
+    return texts
+
+
+@pytest.mark.parametrize("name", LIGHT_ENGINES)
+async def test_revisions_come_only_from_revisable_engines_right_before_a_flush(name: str) -> None:
+    engine = await started(name)
+    outputs = await drive(engine, speech_for(name) + silence(0.5))
+    for i, out in enumerate(outputs):
+        if isinstance(out, Revision):
+            assert engine.info.interim_stability != INTERIM_APPEND_ONLY
+            assert isinstance(outputs[i + 1], Flushed)
+
+
+@pytest.mark.parametrize("name", ["go_forward.wav", "cards_eight_of_spades.wav"])
+async def test_sphinx_ends_an_utterance_with_the_decoders_own_final_hypothesis(name: str) -> None:
+    engine = await started("sphinx")
+    audio = read_wav_pcm(name)[0]
+    session = await engine.open_session("t", "en-US")
+    reader = asyncio.create_task(_collect(session.outputs()))
+    for i in range(0, len(audio), CHUNK):
+        await session.push_audio(audio[i:i + CHUNK], True)
+    await session.close()
+    assert utterance_texts(await asyncio.wait_for(reader, 30)) == [sphinx_final(audio)]
+
+
+async def _collect(outputs: AsyncIterator[EngineOutput]) -> list[EngineOutput]:
+    return [o async for o in outputs]

@@ -29,3 +29,45 @@ def test_blank_deltas_make_no_result() -> None:
     assert a.add("", 0, 80) is None
     assert a.add("   ", 0, 80) is None
     assert a.finalize() is None
+
+
+def test_a_final_that_extends_the_interims_is_not_revised() -> None:
+    a = UtteranceAssembler("s")
+    a.add(" go", 0, 300)
+    a.add(" forward", 300, 700)
+    a.revise([(" go", 0, 310), (" forward", 310, 700), (" ten", 800, 1000)])  # the engine's own, extending it
+    final = a.finalize()
+    assert final and final.text == "go forward ten" and not final.revised
+    assert [(w.word, w.start_ms) for w in final.words] == [("go", 0), ("forward", 310), ("ten", 800)]
+
+
+def test_a_revision_replaces_the_interim_text_and_is_flagged() -> None:
+    a = UtteranceAssembler("s")
+    interims = [a.add(" the", 0, 200), a.add(" spread", 200, 600), a.add(" of", 600, 700)]
+    assert [r.text for r in interims if r] == ["the", "the spread", "the spread of"]
+    a.revise([(" spring", 250, 600), (" of", 600, 700), (" hope", 700, 1100)])
+    final = a.finalize()
+    assert final and final.is_final and final.revised and final.delta == ""
+    assert final.text == "spring of hope" and [w.word for w in final.words] == ["spring", "of", "hope"]
+    assert (final.start_ms, final.end_ms, final.result_id) == (250, 1100, "s-0")
+    a.add(" next", 2000, 2200)  # the next utterance starts afresh: nothing shown, nothing to revise
+    second = a.finalize()
+    assert second and second.text == "next" and not second.revised and second.utterance_index == 1
+
+
+def test_a_revision_to_nothing_still_ends_the_shown_utterance_with_an_empty_final() -> None:
+    a = UtteranceAssembler("s")
+    a.add(" uh", 0, 200)
+    a.revise([])
+    final = a.finalize()
+    assert final and final.revised and final.text == "" and final.words == ()
+    assert a.finalize() is None
+
+
+def test_a_revision_of_an_utterance_no_interim_showed_is_its_plain_final() -> None:
+    a = UtteranceAssembler("s")
+    a.revise([(" hello", 0, 400)])
+    final = a.finalize()
+    assert final and final.text == "hello" and not final.revised
+    a.revise([])
+    assert a.finalize() is None

@@ -11,6 +11,8 @@ import type { FlowStatusConfig as _voxgate_v1_FlowStatusConfig, FlowStatusConfig
 import type { GetCapabilitiesRequest as _voxgate_v1_GetCapabilitiesRequest, GetCapabilitiesRequest__Output as _voxgate_v1_GetCapabilitiesRequest__Output } from './voxgate/v1/GetCapabilitiesRequest';
 import type { GetCapabilitiesResponse as _voxgate_v1_GetCapabilitiesResponse, GetCapabilitiesResponse__Output as _voxgate_v1_GetCapabilitiesResponse__Output } from './voxgate/v1/GetCapabilitiesResponse';
 import type { KeepAlive as _voxgate_v1_KeepAlive, KeepAlive__Output as _voxgate_v1_KeepAlive__Output } from './voxgate/v1/KeepAlive';
+import type { KvGroupRuntime as _voxgate_v1_KvGroupRuntime, KvGroupRuntime__Output as _voxgate_v1_KvGroupRuntime__Output } from './voxgate/v1/KvGroupRuntime';
+import type { PositionRuntime as _voxgate_v1_PositionRuntime, PositionRuntime__Output as _voxgate_v1_PositionRuntime__Output } from './voxgate/v1/PositionRuntime';
 import type { RecognitionResult as _voxgate_v1_RecognitionResult, RecognitionResult__Output as _voxgate_v1_RecognitionResult__Output } from './voxgate/v1/RecognitionResult';
 import type { SessionEnded as _voxgate_v1_SessionEnded, SessionEnded__Output as _voxgate_v1_SessionEnded__Output } from './voxgate/v1/SessionEnded';
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from './voxgate/v1/SessionLimits';
@@ -45,8 +47,11 @@ export interface ProtoGrpcType {
       FlowStatusConfig: MessageTypeDefinition<_voxgate_v1_FlowStatusConfig, _voxgate_v1_FlowStatusConfig__Output>
       GetCapabilitiesRequest: MessageTypeDefinition<_voxgate_v1_GetCapabilitiesRequest, _voxgate_v1_GetCapabilitiesRequest__Output>
       GetCapabilitiesResponse: MessageTypeDefinition<_voxgate_v1_GetCapabilitiesResponse, _voxgate_v1_GetCapabilitiesResponse__Output>
+      InterimStability: EnumTypeDefinition
       KeepAlive: MessageTypeDefinition<_voxgate_v1_KeepAlive, _voxgate_v1_KeepAlive__Output>
+      KvGroupRuntime: MessageTypeDefinition<_voxgate_v1_KvGroupRuntime, _voxgate_v1_KvGroupRuntime__Output>
       PositionMode: EnumTypeDefinition
+      PositionRuntime: MessageTypeDefinition<_voxgate_v1_PositionRuntime, _voxgate_v1_PositionRuntime__Output>
       RecognitionResult: MessageTypeDefinition<_voxgate_v1_RecognitionResult, _voxgate_v1_RecognitionResult__Output>
       SessionEndReason: EnumTypeDefinition
       SessionEnded: MessageTypeDefinition<_voxgate_v1_SessionEnded, _voxgate_v1_SessionEnded__Output>

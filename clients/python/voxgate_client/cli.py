@@ -94,6 +94,27 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--language", default="", metavar="CODE", help="BCP-47 hint, e.g. en-US")
     parser.add_argument("--words", action="store_true", help="request per-word time offsets")
     parser.add_argument("--no-interim", action="store_true", help="final results only")
+    parser.add_argument(
+        "--endpointing-silence-ms",
+        type=_positive(int),
+        default=0,
+        metavar="MS",
+        help="silence after speech that ends an utterance (default: the server's)",
+    )
+    parser.add_argument(
+        "--max-duration",
+        type=_positive(float),
+        default=0.0,
+        metavar="S",
+        help="end the session after S seconds of audio (default: the server's limit)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_positive(float),
+        default=0.0,
+        metavar="S",
+        help="end the session after S seconds without a request (default: the server's)",
+    )
     add_connection_arguments(parser)
     parser.set_defaults(transcribe_prog=parser.prog)
 
@@ -215,6 +236,9 @@ def _stream(
         language_code=args.language,
         interim_results=not args.no_interim,
         word_time_offsets=args.words,
+        endpointing_silence_ms=args.endpointing_silence_ms,
+        max_duration_s=args.max_duration,
+        idle_timeout_s=args.idle_timeout,
     )
     pace = None if args.no_pace else args.speed
     with SpeechClient(

@@ -95,7 +95,15 @@ def _started(m: speech_pb2.SessionStarted) -> dict[str, Any]:
         # "reanchor" | "rollover" | "capped"; "" when the engine has no position clock
         "position_mode": _position_mode(m.position_mode),
         "position_mode_reason": m.position_mode_reason,
+        # "append_only" | "revisable" | "" (not reported): whether finals may revise interim text
+        "interim_stability": _interim_stability(m.interim_stability),
     }
+
+
+def _interim_stability(value: int) -> str:
+    if value == speech_pb2.INTERIM_STABILITY_UNSPECIFIED:
+        return ""
+    return _enum_name(speech_pb2.InterimStability, value, "INTERIM_STABILITY_")
 
 
 _POSITION_MODES = {
@@ -119,6 +127,8 @@ def _result(m: speech_pb2.RecognitionResult) -> dict[str, Any]:
         "start_s": _seconds(m.start_offset),
         "end_s": _seconds(m.end_offset),
     }
+    if m.revised:  # a final that replaces the utterance's interim text rather than extending it
+        out["revised"] = True
     if m.words:
         out["words"] = [
             {"word": w.word, "start_s": _seconds(w.start_offset), "end_s": _seconds(w.end_offset)}
@@ -179,6 +189,7 @@ def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, 
         "max_audio_bytes_per_message": caps.max_audio_bytes_per_message,
         "position_mode": _position_mode(caps.position_mode),
         "position_mode_reason": caps.position_mode_reason,
+        "interim_stability": _interim_stability(caps.interim_stability),
         "max_sessions": caps.max_sessions,
         "active_sessions": caps.active_sessions,
         "capacity": {
@@ -187,6 +198,26 @@ def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, 
             "engine_sessions": caps.capacity.engine_sessions,
             "mismatches": caps.capacity.mismatches,
         },
+        **_runtime_entry(caps),
+    }
+
+
+def _runtime_entry(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, Any]:
+    if not caps.HasField("position_runtime"):
+        return {}
+    return {"position_runtime": _position_runtime(caps.position_runtime)}
+
+
+def _position_runtime(r: speech_pb2.PositionRuntime) -> dict[str, Any]:
+    return {
+        "model_runner": r.model_runner,
+        "async_scheduling": r.async_scheduling,
+        "kv_cache_dtype": r.kv_cache_dtype,
+        "kv_groups": [
+            {"kind": g.kind, "block_size": g.block_size, "window": g.window,
+             "attention_backend": g.attention_backend, "key_layout": g.key_layout, "dtype": g.dtype}
+            for g in r.kv_groups
+        ],
     }
 
 

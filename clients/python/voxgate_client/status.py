@@ -101,4 +101,12 @@ def run_status(args: argparse.Namespace) -> int:
         reason = status.get("position_mode_reason")
         text = POSITION_MODE_TEXT.get(mode, mode)
         print(f"positions  {text}" + (f" ({reason})" if reason else ""))
+    if runtime := status.get("position_runtime"):
+        scheduling = "on" if runtime["async_scheduling"] else "off"
+        print(f"runtime    {runtime['model_runner']}, async scheduling {scheduling}, "
+              f"kv cache dtype {runtime['kv_cache_dtype']}")
+        for i, g in enumerate(runtime["kv_groups"]):
+            print(f"kv group {i} {g['kind'] or '?'}: block {g['block_size']}, "
+                  f"window {g['window']}, {g['attention_backend'] or '?'}, {g['dtype'] or '?'}, "
+                  f"keys {g['key_layout'] or 'not probed'}")
     return 0

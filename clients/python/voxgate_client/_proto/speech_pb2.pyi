@@ -53,6 +53,45 @@ AUDIO_ENCODING_ALAW: AudioEncoding.ValueType  # 3
 """G.711 A-law, one byte per sample."""
 Global___AudioEncoding: _TypeAlias = AudioEncoding  # noqa: Y015
 
+class _InterimStability:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _InterimStabilityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InterimStability.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INTERIM_STABILITY_UNSPECIFIED: _InterimStability.ValueType  # 0
+    """Not known (the engine has not reported it yet): treat as INTERIM_STABILITY_REVISABLE."""
+    INTERIM_STABILITY_APPEND_ONLY: _InterimStability.ValueType  # 1
+    """The final result only appends: its text starts with the last interim text of the utterance
+    (Voxtral: the model never revises a token it has emitted). `revised` is never set.
+    """
+    INTERIM_STABILITY_REVISABLE: _InterimStability.ValueType  # 2
+    """The final result is the engine's own final hypothesis for the utterance and may replace the
+    interim text (PocketSphinx: interims show words that held for 600 ms of partial hypotheses;
+    the decoder's final pass over the whole utterance may change them). Such a final has
+    `revised` set.
+    """
+
+class InterimStability(_InterimStability, metaclass=_InterimStabilityEnumTypeWrapper):
+    """What an utterance's interim text promises, per engine (like the `stability` of Google's and
+    Riva's interim results). Within one utterance interim results are always append-only: each
+    result's text is the previous result's text plus its `delta`. What differs is the final result.
+    """
+
+INTERIM_STABILITY_UNSPECIFIED: InterimStability.ValueType  # 0
+"""Not known (the engine has not reported it yet): treat as INTERIM_STABILITY_REVISABLE."""
+INTERIM_STABILITY_APPEND_ONLY: InterimStability.ValueType  # 1
+"""The final result only appends: its text starts with the last interim text of the utterance
+(Voxtral: the model never revises a token it has emitted). `revised` is never set.
+"""
+INTERIM_STABILITY_REVISABLE: InterimStability.ValueType  # 2
+"""The final result is the engine's own final hypothesis for the utterance and may replace the
+interim text (PocketSphinx: interims show words that held for 600 ms of partial hypotheses;
+the decoder's final pass over the whole utterance may change them). Such a final has
+`revised` set.
+"""
+Global___InterimStability: _TypeAlias = InterimStability  # noqa: Y015
+
 class _PositionMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -574,6 +613,7 @@ class SessionStarted(_message.Message):
     RESUMED_FIELD_NUMBER: _builtins.int
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
+    INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     max_audio_bytes_per_message: _builtins.int
     """Largest `audio` payload accepted in one request."""
@@ -585,6 +625,8 @@ class SessionStarted(_message.Message):
     """How the engine keeps this session going past its position limit."""
     position_mode_reason: _builtins.str
     """Why not POSITION_MODE_REANCHOR, when re-anchoring is turned off or a start-up guard failed."""
+    interim_stability: Global___InterimStability.ValueType
+    """Whether this session's final results may revise the text its interim results showed."""
     @_builtins.property
     def effective_config(self) -> Global___StreamingConfig:
         """The config as the server applies it: defaults filled in, limits clamped."""
@@ -612,10 +654,11 @@ class SessionStarted(_message.Message):
         resumed: _builtins.bool = ...,
         position_mode: Global___PositionMode.ValueType = ...,
         position_mode_reason: _builtins.str = ...,
+        interim_stability: Global___InterimStability.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "resume_window", b"resume_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "interim_stability", b"interim_stability", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -660,15 +703,25 @@ class RecognitionResult(_message.Message):
     START_OFFSET_FIELD_NUMBER: _builtins.int
     END_OFFSET_FIELD_NUMBER: _builtins.int
     WORDS_FIELD_NUMBER: _builtins.int
+    REVISED_FIELD_NUMBER: _builtins.int
     result_id: _builtins.str
     """Stable across interim and final results of one utterance; unique in the session."""
     utterance_index: _builtins.int
     """0-based index of the utterance in the session."""
     is_final: _builtins.bool
     text: _builtins.str
-    """Whole text of the utterance so far. Append-only: it only ever grows."""
+    """Whole text of the utterance so far. Interim results are append-only: each one's text is the
+    previous one's text plus its delta. A final result's text is the engine's own final hypothesis
+    for the utterance: it extends the last interim text, or, when `revised` is set, replaces it.
+    """
     delta: _builtins.str
-    """What this result appended to the previous result's text."""
+    """What this result appended to the previous result's text (empty on final results)."""
+    revised: _builtins.bool
+    """Final results only: the engine revised the utterance. `text` does not start with the last
+    interim text of this utterance and replaces it (and `words` replaces the interim words); it may
+    be empty when the engine withdrew every word its interims showed. Only sessions whose
+    interim_stability is INTERIM_STABILITY_REVISABLE get it.
+    """
     @_builtins.property
     def start_offset(self) -> _duration_pb2.Duration:
         """Offsets from the start of the session's audio."""
@@ -690,10 +743,11 @@ class RecognitionResult(_message.Message):
         start_offset: _duration_pb2.Duration | None = ...,
         end_offset: _duration_pb2.Duration | None = ...,
         words: _abc.Iterable[Global___WordInfo] | None = ...,
+        revised: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "start_offset", b"start_offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "end_offset", b"end_offset", "is_final", b"is_final", "result_id", b"result_id", "start_offset", b"start_offset", "text", b"text", "utterance_index", b"utterance_index", "words", b"words"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "end_offset", b"end_offset", "is_final", b"is_final", "result_id", b"result_id", "revised", b"revised", "start_offset", b"start_offset", "text", b"text", "utterance_index", b"utterance_index", "words", b"words"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -807,6 +861,8 @@ class GetCapabilitiesResponse(_message.Message):
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
+    POSITION_RUNTIME_FIELD_NUMBER: _builtins.int
+    INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
     min_sample_rate_hz: _builtins.int
     max_sample_rate_hz: _builtins.int
     max_audio_channel_count: _builtins.int
@@ -817,6 +873,8 @@ class GetCapabilitiesResponse(_message.Message):
     position_mode: Global___PositionMode.ValueType
     """How sessions get past the engine's position limit (as SessionStarted reports it per session)."""
     position_mode_reason: _builtins.str
+    interim_stability: Global___InterimStability.ValueType
+    """Whether final results may revise interim text (as SessionStarted reports it per session)."""
     @_builtins.property
     def encodings(self) -> _containers.RepeatedScalarFieldContainer[Global___AudioEncoding.ValueType]: ...
     @_builtins.property
@@ -832,6 +890,12 @@ class GetCapabilitiesResponse(_message.Message):
     @_builtins.property
     def capacity(self) -> Global___CapacityCounts:
         """How many sessions each layer counts; once sessions end they are equal."""
+
+    @_builtins.property
+    def position_runtime(self) -> Global___PositionRuntime:
+        """What the engine's position-clock machinery runs on (engines with a position clock): model runner,
+        async scheduling, and per KV-cache group its attention backend, key layout and dtype.
+        """
 
     def __init__(
         self,
@@ -849,14 +913,87 @@ class GetCapabilitiesResponse(_message.Message):
         position_mode: Global___PositionMode.ValueType = ...,
         position_mode_reason: _builtins.str = ...,
         capacity: Global___CapacityCounts | None = ...,
+        position_runtime: Global___PositionRuntime | None = ...,
+        interim_stability: Global___InterimStability.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "engine", b"engine", "max_limits", b"max_limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "engine", b"engine", "max_limits", b"max_limits", "position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "capacity", b"capacity", "encodings", b"encodings", "engine", b"engine", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "capacity", b"capacity", "encodings", b"encodings", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetCapabilitiesResponse: _TypeAlias = GetCapabilitiesResponse  # noqa: Y015
+
+@_typing.final
+class PositionRuntime(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_RUNNER_FIELD_NUMBER: _builtins.int
+    ASYNC_SCHEDULING_FIELD_NUMBER: _builtins.int
+    KV_CACHE_DTYPE_FIELD_NUMBER: _builtins.int
+    KV_GROUPS_FIELD_NUMBER: _builtins.int
+    model_runner: _builtins.str
+    """The model runner class the engine runs (re-anchoring hooks vLLM's V1 runner only)."""
+    async_scheduling: _builtins.bool
+    kv_cache_dtype: _builtins.str
+    """KV-cache dtype as configured ("auto": the model's dtype)."""
+    @_builtins.property
+    def kv_groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___KvGroupRuntime]: ...
+    def __init__(
+        self,
+        *,
+        model_runner: _builtins.str = ...,
+        async_scheduling: _builtins.bool = ...,
+        kv_cache_dtype: _builtins.str = ...,
+        kv_groups: _abc.Iterable[Global___KvGroupRuntime] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["async_scheduling", b"async_scheduling", "kv_cache_dtype", b"kv_cache_dtype", "kv_groups", b"kv_groups", "model_runner", b"model_runner"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PositionRuntime: _TypeAlias = PositionRuntime  # noqa: Y015
+
+@_typing.final
+class KvGroupRuntime(_message.Message):
+    """One KV-cache group of the engine: geometry, attention backend, key layout, dtype."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    BLOCK_SIZE_FIELD_NUMBER: _builtins.int
+    WINDOW_FIELD_NUMBER: _builtins.int
+    ATTENTION_BACKEND_FIELD_NUMBER: _builtins.int
+    KEY_LAYOUT_FIELD_NUMBER: _builtins.int
+    DTYPE_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"decoder" or "encoder"."""
+    block_size: _builtins.int
+    """Tokens per KV block."""
+    window: _builtins.int
+    """Sliding window in tokens (0: full attention)."""
+    attention_backend: _builtins.str
+    key_layout: _builtins.str
+    """The key layout the engine verified by probing; empty when none was probed."""
+    dtype: _builtins.str
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        block_size: _builtins.int = ...,
+        window: _builtins.int = ...,
+        attention_backend: _builtins.str = ...,
+        key_layout: _builtins.str = ...,
+        dtype: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attention_backend", b"attention_backend", "block_size", b"block_size", "dtype", b"dtype", "key_layout", b"key_layout", "kind", b"kind", "window", b"window"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KvGroupRuntime: _TypeAlias = KvGroupRuntime  # noqa: Y015
 
 @_typing.final
 class CapacityCounts(_message.Message):

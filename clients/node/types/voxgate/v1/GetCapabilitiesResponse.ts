@@ -5,6 +5,8 @@ import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxga
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
 import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as _voxgate_v1_PositionMode__Output } from '../../voxgate/v1/PositionMode';
 import type { CapacityCounts as _voxgate_v1_CapacityCounts, CapacityCounts__Output as _voxgate_v1_CapacityCounts__Output } from '../../voxgate/v1/CapacityCounts';
+import type { PositionRuntime as _voxgate_v1_PositionRuntime, PositionRuntime__Output as _voxgate_v1_PositionRuntime__Output } from '../../voxgate/v1/PositionRuntime';
+import type { InterimStability as _voxgate_v1_InterimStability, InterimStability__Output as _voxgate_v1_InterimStability__Output } from '../../voxgate/v1/InterimStability';
 
 export interface GetCapabilitiesResponse {
   'encodings'?: (_voxgate_v1_AudioEncoding)[];
@@ -20,6 +22,8 @@ export interface GetCapabilitiesResponse {
   'position_mode'?: (_voxgate_v1_PositionMode);
   'position_mode_reason'?: (string);
   'capacity'?: (_voxgate_v1_CapacityCounts | null);
+  'position_runtime'?: (_voxgate_v1_PositionRuntime | null);
+  'interim_stability'?: (_voxgate_v1_InterimStability);
 }
 
 export interface GetCapabilitiesResponse__Output {
@@ -36,4 +40,6 @@ export interface GetCapabilitiesResponse__Output {
   'position_mode': (_voxgate_v1_PositionMode__Output);
   'position_mode_reason': (string);
   'capacity': (_voxgate_v1_CapacityCounts__Output | null);
+  'position_runtime': (_voxgate_v1_PositionRuntime__Output | null);
+  'interim_stability': (_voxgate_v1_InterimStability__Output);
 }

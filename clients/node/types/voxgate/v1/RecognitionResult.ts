@@ -12,6 +12,7 @@ export interface RecognitionResult {
   'start_offset'?: (_google_protobuf_Duration | null);
   'end_offset'?: (_google_protobuf_Duration | null);
   'words'?: (_voxgate_v1_WordInfo)[];
+  'revised'?: (boolean);
 }
 
 export interface RecognitionResult__Output {
@@ -23,4 +24,5 @@ export interface RecognitionResult__Output {
   'start_offset': (_google_protobuf_Duration__Output | null);
   'end_offset': (_google_protobuf_Duration__Output | null);
   'words': (_voxgate_v1_WordInfo__Output)[];
+  'revised': (boolean);
 }

@@ -5,6 +5,7 @@ import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxga
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
 import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from '../../google/protobuf/Duration';
 import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as _voxgate_v1_PositionMode__Output } from '../../voxgate/v1/PositionMode';
+import type { InterimStability as _voxgate_v1_InterimStability, InterimStability__Output as _voxgate_v1_InterimStability__Output } from '../../voxgate/v1/InterimStability';
 
 export interface SessionStarted {
   'session_id'?: (string);
@@ -17,6 +18,7 @@ export interface SessionStarted {
   'resumed'?: (boolean);
   'position_mode'?: (_voxgate_v1_PositionMode);
   'position_mode_reason'?: (string);
+  'interim_stability'?: (_voxgate_v1_InterimStability);
 }
 
 export interface SessionStarted__Output {
@@ -30,4 +32,5 @@ export interface SessionStarted__Output {
   'resumed': (boolean);
   'position_mode': (_voxgate_v1_PositionMode__Output);
   'position_mode_reason': (string);
+  'interim_stability': (_voxgate_v1_InterimStability__Output);
 }
