@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from voxgate_client._proto import speech_pb2, speech_pb2_grpc
 
-from . import compat, metrics, tracing
+from . import compat, metrics, request_stream, tracing
 from .api import SpeechServicer
 from .clock import Clock, SystemClock
 from .config import Config
@@ -87,7 +87,9 @@ class Server:
 
     async def start(self) -> None:
         c = self.config
-        self._grpc = grpc.aio.server(interceptors=self._security.interceptors(), options=[
+        # Authentication first: an unauthenticated caller learns nothing, not even that its bytes were bad.
+        interceptors = [*self._security.interceptors(), request_stream.MalformedUnaryRequests()]
+        self._grpc = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", c.max_message_bytes),
             ("grpc.so_reuseport", 0),
             # Fixed per-stream window: at most this much unread client audio sits in the

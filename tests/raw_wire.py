@@ -49,3 +49,13 @@ def raw_stream(server: ServerProcess, method: str, deserialize: Callable[[bytes]
     except grpc.RpcError as exc:
         return got, exc
     return got, None
+
+
+def raw_unary(server: ServerProcess, method: str, request: bytes, timeout: float = 30) -> grpc.RpcError | None:
+    """Call a unary method with `request` as it is; the error it ended with (None: OK)."""
+    call = server.channel().unary_unary(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    try:
+        call(request, timeout=timeout)
+    except grpc.RpcError as exc:
+        return exc
+    return None

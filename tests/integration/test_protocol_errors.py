@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from tests.helpers import ServerProcess, audio_requests, config_request, error_reason, recognize, voiced
-from tests.raw_wire import GARBAGE, VOXGATE_STREAM, config_with_bad_utf8, raw_stream
+from tests.raw_wire import GARBAGE, VOXGATE_STREAM, config_with_bad_utf8, raw_stream, raw_unary
 from voxgate_client._proto import speech_pb2 as pb
 
 
@@ -150,3 +150,15 @@ def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(fake
     assert got[-1].ended.reason == pb.SESSION_END_REASON_ERROR
     caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
     assert caps.active_sessions == 0 and caps.capacity.service_sessions == 0
+
+
+@pytest.mark.parametrize("method", ["/voxgate.v1.Speech/GetCapabilities",
+                                    "/google.cloud.speech.v1.Speech/Recognize",
+                                    "/nvidia.riva.asr.RivaSpeechRecognition/Recognize"],
+                         ids=["voxgate-capabilities", "google-recognize", "riva-recognize"])
+def test_an_undecodable_unary_request_is_malformed_request(fake_server: ServerProcess, method: str) -> None:
+    # gRPC decodes a unary request before any handler runs; left alone that is UNKNOWN with no reason.
+    err = raw_unary(fake_server, method, GARBAGE)
+    assert err is not None
+    assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
+    assert raw_unary(fake_server, "/voxgate.v1.Speech/GetCapabilities", b"") is None  # a valid empty request
