@@ -227,3 +227,29 @@ def test_resume_policy_validates() -> None:
         ResumePolicy(max_attempts=0)
     with pytest.raises(ValueError, match="attached_wait_s"):
         ResumePolicy(attached_wait_s=-1)
+
+
+def test_a_connection_lost_before_any_audio_goes_on_in_a_new_session(proxy: Proxy, fake_server: ServerProcess
+                                                                     ) -> None:
+    # The server ends a session whose client vanished before any audio (nothing to resume: docs/reliability.md),
+    # so the resume gets SESSION_NOT_FOUND; the client must open a new session and send everything there.
+    reference = summary(list(client_stream("blocking", proxy.target, CONFIG, audio_items(), pace=4.0,
+                                           resume=POLICY, timeout=60)))
+    cut = threading.Event()
+
+    def gated() -> Iterator[AudioItem]:
+        cut.wait(30)  # no audio leaves the client before the connection is cut
+        yield from audio_items()
+
+    got: list[pb.StreamingRecognizeResponse] = []
+    for response in client_stream("blocking", proxy.target, CONFIG, gated(), pace=4.0, resume=POLICY, timeout=60):
+        got.append(response)
+        if response.HasField("started") and not cut.is_set():
+            proxy.cut()
+            cut.set()
+    started = [r.started for r in got if r.HasField("started")]
+    assert len(started) == 2 and started[0].session_id != started[1].session_id, "a new session took over"
+    assert summary(got) == reference
+    assert got[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    log = fake_server.log()
+    assert "session_abandoned" in log and started[0].session_id in log

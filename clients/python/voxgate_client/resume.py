@@ -60,9 +60,12 @@ Request = speech_pb2.StreamingRecognizeRequest
 Metadata = Sequence[tuple[str, str | bytes]]
 
 # Only a transport failure is resumed; a status the server chose (with an ErrorInfo) is final,
-# but for SESSION_ATTACHED on a resume: the server has not yet seen the old connection go.
+# but for SESSION_ATTACHED on a resume: the server has not yet seen the old connection go;
+# and SESSION_NOT_FOUND for a session that had heard nothing: the server ends a session whose
+# client vanished before any audio (nothing to resume), so a new one takes over.
 RESUMABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 STILL_ATTACHED = "SESSION_ATTACHED"
+NOT_FOUND = "SESSION_NOT_FOUND"
 
 
 def _connection_lost(error: grpc.RpcError) -> bool:
@@ -157,6 +160,7 @@ class _Resumer:
         self._ended = self._drained = False
         self.ended_ok = False  # the session ended and the server closes its stream with OK
         self._processed = 0  # audio bytes the session says it processed, when it ended
+        self._heard = False  # the current session acknowledged audio or sent a result
         self.request = _first_config(config, policy.flow_status_interval_ms)
 
     def remaining_s(self) -> float | None:
@@ -178,6 +182,7 @@ class _Resumer:
         if kind == "started" and response.started.resume_token:
             self._token = response.started.resume_token
         elif kind == "flow_status":
+            self._heard = self._heard or response.flow_status.acked_audio_bytes > 0
             self._outbox.ack(self._timeline.audio_bytes + response.flow_status.acked_audio_bytes)
         elif kind == "ended":
             self._ended = True
@@ -185,6 +190,7 @@ class _Resumer:
             self._drained = response.ended.reason == speech_pb2.SESSION_END_REASON_DRAINING
             self._processed = self._timeline.bytes_of(response.ended.audio_duration)
         elif kind == "result":
+            self._heard = True
             if response.result.result_id in self._finalized:
                 return False  # never a result of an utterance already final
             if response.result.is_final:
@@ -209,6 +215,10 @@ class _Resumer:
         if self._ended or not (self._token or self._reopening):
             return None
         policy = self._policy
+        if self._token and not self._heard and error_details(error).get("reason") == NOT_FOUND:
+            # Gone before it had any audio: start over in a new session from the same audio.
+            self._start_new_session(self._outbox.restart_at(self._timeline.audio_bytes))
+            return policy.backoff_s
         if self._token and error_details(error).get("reason") == STILL_ATTACHED:
             now = time.monotonic()
             self._attached_since = now if self._attached_since is None else self._attached_since
@@ -243,11 +253,15 @@ class _Resumer:
         start = self._outbox.restart_at(self._timeline.audio_bytes + self._processed)
         if self._outbox.finished():
             return False  # the drained session had all the audio there is
+        self._start_new_session(start)
+        return True
+
+    def _start_new_session(self, start: int) -> None:
+        """The next connection opens a new session whose audio starts at stream offset `start`."""
         self._timeline.new_session(start)
-        self._token, self._last_seq, self._finalized = "", 0, set()
+        self._token, self._last_seq, self._finalized, self._heard = "", 0, set(), False
         self._reopening = True
         self.request = _first_config(self._config, self._policy.flow_status_interval_ms)
-        return True
 
 
 def resuming_stream(
