@@ -54,6 +54,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                       help="start of session i is i x this (default 0: starts spread over 2 s), plus a random "
                       "phase within a frame")
     load.add_argument("--language", help="language_code of every session (default: the server's English)")
+    load.add_argument("--audio-dir", type=Path, default=None, metavar="DIR",
+                      help="16 kHz mono PCM16 WAV files of speech, played as one loop (default: the repository's "
+                      "tests/fixtures/audio; needed when voxgate is installed from a wheel)")
     load.add_argument("--retries", type=int, default=1, help="reruns of a lost level before the sweep stops")
     judge = p.add_argument_group("keeping up (a level is held when every session does)")
     judge.add_argument("--max-latency-p95-s", type=float, default=None,
@@ -91,7 +94,7 @@ async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from .server import FAKE_WORD_MS, ServerProc, wait_serving, write_fake_script
     from .trace import Thresholds
 
-    loop = load_loop()
+    loop = load_loop(args.audio_dir) if args.audio_dir else load_loop()
     levels = args.sweep or [args.sessions]
     engine = "remote" if args.server else args.engine
     lat_th = args.max_latency_p95_s if args.max_latency_p95_s is not None else DEFAULT_LATENCY_P95_S[engine]

@@ -61,3 +61,18 @@ def test_bench_reports_a_refused_session(tmp_path: Path) -> None:
     (level,) = json.loads(out.read_text())["levels"]
     assert not level["held"]
     assert [k.split(":")[0] for k in level["errors"]] == ["INVALID_ARGUMENT"]
+
+
+def test_bench_takes_its_audio_from_audio_dir(tmp_path: Path) -> None:
+    # Installed from a wheel there are no repository fixtures: --audio-dir names the speech to play, and an
+    # empty one is refused with what to do.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    base = [sys.executable, "-m", "service", "bench", "--engine", "fake", "-n", "1", "--duration", "1",
+            "--retries", "0", "--no-plots", "--quiet"]
+    refused = subprocess.run([*base, "--audio-dir", str(empty), "--out", str(tmp_path / "r.json")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and f"no 16 kHz mono PCM16 WAV files in {empty}" in refused.stderr
+    run = subprocess.run([*base, "--audio-dir", str(ROOT / "tests" / "fixtures" / "audio"),
+                          "--out", str(tmp_path / "ok.json")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-3000:]
