@@ -27,6 +27,7 @@ import math
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine_sidecar.reanchor.cuda_layouts import flash_writer, layer_views  # noqa: E402
-from engine_sidecar.reanchor.layout import KeyLayout, probe_key_layout  # noqa: E402
+from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, probe_key_layout  # noqa: E402
 from engine_sidecar.reanchor.rotation import RotarySpec, rope_rotate  # noqa: E402
 from engine_sidecar.reanchor.rotator import DECODER, ENCODER, KeyRotator, LayerTarget  # noqa: E402
 from engine_sidecar.reanchor.settings import ReanchorSettings  # noqa: E402
@@ -47,13 +48,18 @@ LAYOUTS = ("LBNHC", "BLNHC")  # FlashAttention/Triton's 0.32 default, and the bl
 SHIFT_TOKENS = 4096  # a typical D; the angle is reduced in float64, so the size does not matter for accuracy
 
 
-def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int) -> KeyLayout:
+WriterFor = Callable[[int], KvWriter]  # head_dim -> the cache writer (the emulation here; vLLM's op in tests/gpu)
+
+
+def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int, writer_for: WriterFor = flash_writer
+          ) -> KeyLayout:
     shape = tuple(view.shape)
-    return probe_key_layout(flash_writer(head_dim), lambda n: (n, *shape[1:]), slots, heads, head_dim, view.dtype,
+    return probe_key_layout(writer_for(head_dim), lambda n: (n, *shape[1:]), slots, heads, head_dim, view.dtype,
                             kv_cache_like=view)
 
 
-def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: str) -> dict[str, Any]:
+def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: str,
+                   writer_for: WriterFor = flash_writer) -> dict[str, Any]:
     p = VOXTRAL_MINI_4B_REALTIME
     if kind == DECODER:
         heads, head_dim, states, spec = p.decoder_kv_heads, p.decoder_head_dim, 1, RotarySpec(
@@ -64,13 +70,13 @@ def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: 
     slots, blocks = BLOCK_SIZE * states, 6
     views = layer_views(layout, 2, blocks, heads, slots, head_dim, dtype, device)
     live = views[1]
-    key_layout = probe(live, heads, slots, head_dim)
+    key_layout = probe(live, heads, slots, head_dim, writer_for)
     gen = torch.Generator().manual_seed(7)
     raw = torch.randn(blocks * slots, heads, head_dim, generator=gen, dtype=torch.float64)
     base = 200_000 * states  # far along a long session: large angles
     positions = torch.arange(blocks * slots, dtype=torch.int64) + base
     written = rope_rotate(raw, positions, spec).to(dtype)  # what the model cached: RoPE at p, in the dtype
-    flash_writer(head_dim)(written.to(device), torch.zeros_like(written, device=device), live,
+    writer_for(head_dim)(written.to(device), torch.zeros_like(written, device=device), live,
                            torch.arange(blocks * slots, device=device))
     target = LayerTarget("layer", kind, 0, spec, key_layout.key_view(live), key_layout, 1)
     rotator = KeyRotator((target,), ReanchorSettings())
