@@ -21,12 +21,13 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._active = 0
+        self._opening = 0  # of _active: slots whose engine session is still being opened
 
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
         info = self._engine.info
         return pb.GetStatusResponse(
             ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
-            active_sessions=self._active, languages=list(info.languages),
+            active_sessions=self._active, opening_sessions=self._opening, languages=list(info.languages),
             counters=self._engine.counters(), pid=os.getpid(), position_mode=info.position_mode,
             position_mode_reason=info.position_mode_reason, position_runtime=runtime_to_proto(info.position_runtime),
             interim_stability=info.interim_stability,
@@ -54,7 +55,11 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         feeder: asyncio.Task[str | None] | None = None
         finished = False
         try:
-            session = await self._engine.open_session(first.open.session_id, first.open.language_code)
+            self._opening += 1
+            try:
+                session = await self._engine.open_session(first.open.session_id, first.open.language_code)
+            finally:
+                self._opening -= 1
             log.info("session_opened", session_id=first.open.session_id)
             feeder = asyncio.create_task(self._feed(request_iterator, session))
             yield opened_to_proto(self._engine.info)

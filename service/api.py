@@ -66,7 +66,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
     def capacity_counts(self) -> CapacityCounts:
         status = self._supervisor.status
         return CapacityCounts(service=self.held, sidecar=status.active_sessions if status else 0,
-                              engine=status.counters.get("sessions_active", 0) if status else 0)
+                              engine=status.counters.get("sessions_active", 0) if status else 0,
+                              opening=status.opening_sessions if status else 0)
 
     def audit_capacity(self) -> None:
         """After a sidecar status: compare the three counts (see service/capacity.py)."""

@@ -24,10 +24,13 @@ class CapacityCounts:
     service: int  # sessions the service holds: starting, live, detached
     sidecar: int  # engine slots the sidecar has handed out
     engine: int  # sessions the engine reports open (its counters' sessions_active)
+    opening: int = 0  # of the sidecar's slots, those whose engine session is still being opened
 
     @property
     def agree(self) -> bool:
-        return self.service == self.sidecar == self.engine
+        # A session being opened holds its slot before the engine counts it (building a PocketSphinx decoder
+        # takes seconds on a loaded box): that is no leak.
+        return self.service == self.sidecar and self.sidecar - self.opening == self.engine
 
 
 class CapacityAudit:

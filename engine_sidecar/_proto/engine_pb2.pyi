@@ -477,6 +477,7 @@ class GetStatusResponse(_message.Message):
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     POSITION_RUNTIME_FIELD_NUMBER: _builtins.int
     INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
+    OPENING_SESSIONS_FIELD_NUMBER: _builtins.int
     ready: _builtins.bool
     engine: _builtins.str
     model: _builtins.str
@@ -489,6 +490,8 @@ class GetStatusResponse(_message.Message):
     position_mode_reason: _builtins.str
     interim_stability: _builtins.str
     """As in Opened."""
+    opening_sessions: _builtins.int
+    """Of active_sessions, those whose engine session is still being opened (not yet in the engine's own count)."""
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -521,10 +524,11 @@ class GetStatusResponse(_message.Message):
         position_mode_reason: _builtins.str = ...,
         position_runtime: Global___PositionRuntime | None = ...,
         interim_stability: _builtins.str = ...,
+        opening_sessions: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
