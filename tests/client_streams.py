@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from voxgate_client import AsyncSpeechClient, AudioItem, SpeechClient, StreamConfig
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CLIENT_KINDS = ("blocking", "asyncio")
 _DONE = object()

@@ -16,7 +16,7 @@ from tests.client_streams import CLIENT_KINDS, client_stream
 from tests.helpers import start_server
 from tests.reliability.streams import speech_pattern, uncovered
 from voxgate_client import ResumePolicy, SpeechClient, StreamConfig, chunks
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=8000, interim_results=False)
 CHUNK = 1600  # 100 ms at 8 kHz LINEAR16

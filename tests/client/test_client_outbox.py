@@ -8,8 +8,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 from voxgate_client import FINALIZE, StreamConfig
-from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client.outbox import AsyncOutbox, Outbox
+from voxgate_client.v1 import speech_pb2 as pb
 
 CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=16000)
 FIRST = pb.StreamingRecognizeRequest(config=pb.StreamingConfig())
@@ -161,3 +161,21 @@ def test_no_audio_goes_out_before_the_server_answers_the_config() -> None:
     answer.set()
     reader.join(5)
     assert audio_offsets(got) == [0]
+
+
+def test_without_resume_nothing_is_kept_and_no_ack_is_waited_for() -> None:
+    # max_unacked=None (no resume): the server sends no acks, so a bound on unacknowledged audio
+    # would stall the stream; items are sent once and forgotten, and gRPC flow control paces them.
+    box = Outbox(outbox_items(50), CONFIG, pace=None, max_unacked=None)
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    assert audio_offsets(list(sender)[1:]) == [k * ITEM for k in range(50)]
+    assert box.finished() and box.resume_offset() == 50 * ITEM
+
+    async def run() -> list[int]:
+        box = AsyncOutbox(outbox_items(50), CONFIG, pace=None, max_unacked=None)
+        sender = box.sender(FIRST, box.new_epoch(), asyncio.Event(), answered_async())
+        sent = audio_offsets([r async for r in sender][1:])
+        assert box.finished()
+        return sent
+
+    assert asyncio.run(run()) == [k * ITEM for k in range(50)]

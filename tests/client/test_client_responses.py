@@ -7,8 +7,8 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from voxgate_client import error_details, format_error, response_to_dict
-from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client.responses import capabilities_to_dict
+from voxgate_client.v1 import speech_pb2 as pb
 
 
 def dur(seconds: float) -> duration_pb2.Duration:

@@ -16,7 +16,7 @@ from voxgate_client import (
     error_details,
     response_to_dict,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=8000, interim_results=False)
 CHUNK = b"\x00\x01" * 800  # 100 ms at 8 kHz LINEAR16

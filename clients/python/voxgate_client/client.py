@@ -1,15 +1,14 @@
 """gRPC clients for the voxgate Speech service: asyncio and blocking flavours.
 
-Both send the config first, then each audio item (bytes, FINALIZE or
-KEEP_ALIVE) in order, optionally paced to real time, and half-close when the
-audio iterable ends; the server then flushes a final result and an `ended`
-response before closing the stream.
+Both send the config first, then, once the server has answered it, each audio
+item (bytes, FINALIZE or KEEP_ALIVE) in order, optionally paced to real time,
+and half-close when the audio iterable ends; the server then flushes a final
+result and an `ended` response before closing the stream. Both run the same
+stream, with resume or without (voxgate_client.resume, voxgate_client.outbox).
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -20,16 +19,12 @@ import grpc.aio
 
 from ._proto import speech_pb2, speech_pb2_grpc
 from .audio import chunk_bytes, chunks
-from .config import AudioItem, StreamConfig, audio_item_duration_s, config_request, request_for
-from .outbox import aiter_items
-from .pacing import Pacer
-from .responses import ends_with_ok, is_aio_failed_write
+from .config import AudioItem, StreamConfig
 from .resume import ResumePolicy, resuming_stream, resuming_stream_async
 
 __all__ = ["AsyncSpeechClient", "SpeechClient", "Transcript"]
 
 Response = speech_pb2.StreamingRecognizeResponse
-Request = speech_pb2.StreamingRecognizeRequest
 Metadata = Sequence[tuple[str, str | bytes]]
 ChannelOptions = Sequence[tuple[str, Any]]
 
@@ -64,6 +59,13 @@ class Transcript:
     # Every session of the stream in order: more than one when a drained session was
     # continued in a new one (ResumePolicy.reconnect_on_drain).
     session_ids: tuple[str, ...] = ()
+
+
+def _policy(resume: bool | ResumePolicy) -> ResumePolicy | None:
+    """The stream's resume policy; None: no resume (one connection, no retries)."""
+    if isinstance(resume, ResumePolicy):
+        return resume
+    return ResumePolicy() if resume else None
 
 
 def _as_items(audio: bytes | Iterable[AudioItem], config: StreamConfig) -> Iterable[AudioItem]:
@@ -142,41 +144,12 @@ class SpeechClient:
         new `started`, and the new session's seq, utterance indexes and offsets
         continue the stream's (see voxgate_client.resume). FlowStatus responses
         are then enabled and yielded too. `timeout` bounds the whole stream.
+
+        No audio is read from `audio` or sent before the server's first
+        response: a refusal comes back before any of it is taken.
         """
-        if resume:
-            policy = resume if isinstance(resume, ResumePolicy) else ResumePolicy()
-            yield from resuming_stream(self._stub, config, audio, pace=pace, metadata=metadata,
-                                       timeout=timeout, policy=policy)
-            return
-        pacer = Pacer(pace)
-        failure: list[Exception] = []
-        stop = threading.Event()
-
-        def requests() -> Iterator[Request]:
-            # grpc drains this on its own thread and reports its errors only as
-            # UNKNOWN, so keep them to re-raise in the caller's thread.
-            try:
-                yield config_request(config)
-                for item in audio:
-                    if stop.wait(pacer.delay(audio_item_duration_s(item, config))):
-                        return
-                    yield request_for(item)
-            except Exception as e:  # not GeneratorExit: grpc closes us when the RPC ends
-                failure.append(e)
-                raise
-
-        call = self._stub.StreamingRecognize(requests(), metadata=metadata, timeout=timeout)
-        try:
-            yield from call
-        except grpc.RpcError as e:
-            # grpc ends the RPC (UNKNOWN, "Exception iterating requests!")
-            # when the request iterator raises; the cause is the useful part.
-            if failure:
-                raise failure[0] from e
-            raise
-        finally:
-            stop.set()  # wake a pacing sleep so the request thread ends promptly
-            call.cancel()  # no-op once the RPC has finished; stops it if abandoned
+        yield from resuming_stream(self._stub, config, audio, pace=pace, metadata=metadata,
+                                   timeout=timeout, policy=_policy(resume))
 
     def transcribe(
         self,
@@ -207,12 +180,6 @@ class SpeechClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _raise_failure(writer: asyncio.Task[None]) -> None:
-    """Re-raise what made the request writer fail (e.g. the audio iterable's error)."""
-    if writer.done() and not writer.cancelled() and (exc := writer.exception()) is not None:
-        raise exc
 
 
 class AsyncSpeechClient:
@@ -256,61 +223,11 @@ class AsyncSpeechClient:
 
         A plain (sync) iterable is drained on the event loop, so it must not block.
         """
-        if resume:
-            policy = resume if isinstance(resume, ResumePolicy) else ResumePolicy()
-            async for response in resuming_stream_async(
-                self._stub, config, audio, pace=pace, metadata=metadata, timeout=timeout,
-                policy=policy,
-            ):
-                yield response
-            return
-        call = self._stub.StreamingRecognize(metadata=metadata, timeout=timeout)
-        pacer = Pacer(pace)
-        answered = asyncio.Event()  # see voxgate_client.outbox.SENDS_AFTER_THE_ANSWER
-
-        async def write_requests() -> None:
-            try:
-                await call.write(config_request(config))
-                await answered.wait()
-                async for item in aiter_items(audio):
-                    await asyncio.sleep(pacer.delay(audio_item_duration_s(item, config)))
-                    await call.write(request_for(item))
-                await call.done_writing()
-            except (grpc.RpcError, asyncio.InvalidStateError):
-                # A failed write means the RPC is ending (maybe its status is not in yet):
-                # the reader reports that status, with its error details.
-                return
-            except BaseException:
-                call.cancel()  # unblock the reader, which re-raises our exception
-                raise
-
-        # Keep a reference: the event loop holds tasks only weakly.
-        writer = asyncio.create_task(write_requests(), name="voxgate-request-writer")
-        ended_ok = False
-        try:
-            async for response in call:
-                answered.set()
-                if response.HasField("ended"):
-                    ended_ok = ends_with_ok(response.ended)
-                yield response
-        except (grpc.RpcError, asyncio.CancelledError) as e:
-            _raise_failure(writer)
-            if ended_ok and isinstance(e, grpc.RpcError) and is_aio_failed_write(e):
-                return  # the server ended the stream while we were still sending: a normal end
-            raise
-        else:
-            _raise_failure(writer)
-        finally:
-            # Once the server has closed the stream, unsent audio is moot: stop
-            # the writer even if it is waiting on a live source or a pacing sleep.
-            answered.set()
-            call.cancel()
-            writer.cancel()
-            # wait() never raises the writer's outcome, yet our own cancellation
-            # still propagates (suppressing CancelledError here would eat it).
-            await asyncio.wait([writer])
-            if not writer.cancelled():
-                writer.exception()  # already re-raised above, or moot: mark it seen
+        async for response in resuming_stream_async(
+            self._stub, config, audio, pace=pace, metadata=metadata, timeout=timeout,
+            policy=_policy(resume),
+        ):
+            yield response
 
     async def transcribe(
         self,

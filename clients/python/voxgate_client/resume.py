@@ -31,6 +31,10 @@ drained session's `ended` (reason DRAINING), then the new session's `started`
 session's responses so that `seq`, `utterance_index` and every audio offset
 (results, words, speech events, FlowStatus) continue those of the sessions
 before it, offsets counting from the start of the stream's audio.
+
+A stream without resume runs the same way, with policy None: one connection and no retries,
+nothing kept for resending, no FlowStatus asked for, every response passed on as it came. Both
+clients, with resume or not, send what the one send loop of voxgate_client.outbox decides.
 """
 
 from __future__ import annotations
@@ -122,10 +126,12 @@ class ResumePolicy:
 _Outbox = Outbox | AsyncOutbox
 
 
-def _first_config(config: StreamConfig, interval_ms: int) -> Request:
+def _first_config(config: StreamConfig, policy: ResumePolicy | None) -> Request:
+    """The first request of a new session; with resume, it asks for FlowStatus (the acks)."""
     request = config_request(config)
-    request.config.flow_status.enabled = True
-    request.config.flow_status.interval_ms = interval_ms
+    if policy is not None:
+        request.config.flow_status.enabled = True
+        request.config.flow_status.interval_ms = policy.flow_status_interval_ms
     return request
 
 
@@ -138,11 +144,18 @@ def _resume_config(token: str, last_seq: int, audio_bytes: int) -> Request:
 
 
 class _Resumer:
-    """The decisions of a resuming stream, shared by the blocking and the asyncio client: what to
-    pass to the caller, whether and when to reconnect, and the first request of each connection."""
+    """The decisions of a stream, shared by the blocking and the asyncio client: what to pass to
+    the caller, whether and when to reconnect, and the first request of each connection.
+
+    `policy` None: no resume, i.e. no retries: the one connection's responses pass unchanged and
+    its error is raised (but after a clean `ended`, where a lost connection is the normal end)."""
 
     def __init__(
-        self, config: StreamConfig, policy: ResumePolicy, outbox: _Outbox, timeout: float | None
+        self,
+        config: StreamConfig,
+        policy: ResumePolicy | None,
+        outbox: _Outbox,
+        timeout: float | None,
     ) -> None:
         self._policy = policy
         self._outbox = outbox
@@ -161,7 +174,7 @@ class _Resumer:
         self.ended_ok = False  # the session ended and the server closes its stream with OK
         self._processed = 0  # audio bytes the session says it processed, when it ended
         self._heard = False  # the current session acknowledged audio or sent a result
-        self.request = _first_config(config, policy.flow_status_interval_ms)
+        self.request = _first_config(config, policy)
 
     def remaining_s(self) -> float | None:
         return None if self._deadline is None else max(self._deadline - time.monotonic(), 0.0)
@@ -172,6 +185,10 @@ class _Resumer:
 
     def passes(self, response: Response) -> bool:
         """Take in a response; whether the caller sees it (shifted onto the stream's timeline)."""
+        if self._policy is None:  # one connection, one session: nothing to skip or shift
+            if response.HasField("ended"):
+                self.ended_ok = ends_with_ok(response.ended)
+            return True
         self._failures, self._attached_since, self._attached_tries = 0, None, 0
         if response.seq and response.seq <= self._last_seq:
             return False  # already delivered before the reconnect
@@ -212,9 +229,9 @@ class _Resumer:
 
     def _retry_delay_s(self, error: grpc.RpcError) -> float | None:
         """Seconds to wait before reconnecting after `error`; None: give up (raise it)."""
-        if self._ended or not (self._token or self._reopening):
-            return None
         policy = self._policy
+        if policy is None or self._ended or not (self._token or self._reopening):
+            return None
         if self._token and not self._heard and error_details(error).get("reason") == NOT_FOUND:
             # Gone before it had any audio: start over in a new session from the same audio.
             self._start_new_session(self._outbox.restart_at(self._timeline.audio_bytes))
@@ -243,11 +260,11 @@ class _Resumer:
             offset = self._outbox.resume_offset() - self._timeline.audio_bytes
             self.request = _resume_config(self._token, self._last_seq, offset)
         else:  # the replacement of a drained session was refused (e.g. DRAINING): again
-            self.request = _first_config(self._config, self._policy.flow_status_interval_ms)
+            self.request = _first_config(self._config, self._policy)
 
     def next_session(self) -> bool:
         """The stream ended without an error: whether to go on in a new session (after a drain)."""
-        if not (self._drained and self._policy.reconnect_on_drain):
+        if not (self._drained and self._policy is not None and self._policy.reconnect_on_drain):
             return False
         # Drained: everything the session processed has its final results; go on from there.
         start = self._outbox.restart_at(self._timeline.audio_bytes + self._processed)
@@ -261,7 +278,11 @@ class _Resumer:
         self._timeline.new_session(start)
         self._token, self._last_seq, self._finalized, self._heard = "", 0, set(), False
         self._reopening = True
-        self.request = _first_config(self._config, self._policy.flow_status_interval_ms)
+        self.request = _first_config(self._config, self._policy)
+
+
+def _max_unacked(policy: ResumePolicy | None) -> int | None:
+    return None if policy is None else policy.max_unacked_bytes
 
 
 def resuming_stream(
@@ -272,10 +293,11 @@ def resuming_stream(
     pace: float | None,
     metadata: Metadata | None,
     timeout: float | None,
-    policy: ResumePolicy,
+    policy: ResumePolicy | None,
 ) -> Iterator[Response]:
-    """SpeechClient.stream with automatic resume (see the module docstring)."""
-    outbox = Outbox(audio, config, pace, policy.max_unacked_bytes)
+    """SpeechClient.stream, with automatic resume unless `policy` is None (see the module
+    docstring)."""
+    outbox = Outbox(audio, config, pace, _max_unacked(policy))
     resumer = _Resumer(config, policy, outbox, timeout)
     while True:
         epoch = outbox.new_epoch()
@@ -313,10 +335,10 @@ async def resuming_stream_async(
     pace: float | None,
     metadata: Metadata | None,
     timeout: float | None,
-    policy: ResumePolicy,
+    policy: ResumePolicy | None,
 ) -> AsyncIterator[Response]:
-    """AsyncSpeechClient.stream with automatic resume: the same behaviour on grpc.aio."""
-    outbox = AsyncOutbox(audio, config, pace, policy.max_unacked_bytes)
+    """AsyncSpeechClient.stream: the same behaviour as resuming_stream, on grpc.aio."""
+    outbox = AsyncOutbox(audio, config, pace, _max_unacked(policy))
     resumer = _Resumer(config, policy, outbox, timeout)
     try:
         while True:
