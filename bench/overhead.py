@@ -304,7 +304,7 @@ class Bare:
         return int(self.engine.counters()["engine_unfinished"])
 
     async def engine_session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
-        from engine_sidecar.engine import Closed, Delta
+        from engine_api.outputs import Closed, Delta
 
         session = await self.engine.open_session(tag, "en")
 
@@ -432,8 +432,8 @@ class Voxgate:
     async def session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
         import grpc.aio
 
-        from voxgate_client._proto import speech_pb2 as pb
-        from voxgate_client._proto import speech_pb2_grpc
+        from voxgate_client.v1 import speech_pb2 as pb
+        from voxgate_client.v1 import speech_pb2_grpc
 
         stub = speech_pb2_grpc.SpeechStub(self.channel)
         call = stub.StreamingRecognize()

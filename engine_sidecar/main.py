@@ -1,4 +1,4 @@
-"""Sidecar process entry point: `voxgate sidecar --engine NAME --socket PATH`.
+"""Sidecar process entry point: `python -m engine_sidecar --engine NAME --socket PATH` (also `voxgate sidecar`).
 
 Prints one line, `READY <pid>`, on stdout once it serves; the service waits for
 it. It dies with its parent (PR_SET_PDEATHSIG), so a killed service never
@@ -22,7 +22,8 @@ from pathlib import Path
 import grpc
 import structlog
 
-from ._proto import engine_pb2_grpc
+from engine_api.v1 import engine_pb2_grpc
+
 from .engines import ENGINE_NAMES, create_engine
 from .servicer import EngineServicer
 

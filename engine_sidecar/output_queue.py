@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from .engine import PROGRESS_EVERY_MS, Closed, EngineOutput, Progress
+from engine_api.outputs import PROGRESS_EVERY_MS, Closed, EngineOutput, Progress
 
 OUTPUT_QUEUE_SIZE = 256
 

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 import grpc
 import structlog
 
-from ._proto import engine_pb2 as pb
-from ._proto import engine_pb2_grpc
-from .convert import opened_to_proto, output_to_proto, runtime_to_proto
+from engine_api.v1 import engine_pb2 as pb
+from engine_api.v1 import engine_pb2_grpc
+from engine_api.wire import opened_to_proto, output_to_proto, status_to_proto
+
 from .engine import Engine, EngineSession
 
 log = structlog.get_logger("sidecar")
@@ -24,16 +25,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         self._opening = 0  # of _active: slots whose engine session is still being opened
 
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
-        info = self._engine.info
-        return pb.GetStatusResponse(
-            ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
-            active_sessions=self._active, opening_sessions=self._opening, languages=list(info.languages),
-            counters=self._engine.counters(), pid=os.getpid(), position_mode=info.position_mode,
-            position_mode_reason=info.position_mode_reason, position_runtime=runtime_to_proto(info.position_runtime),
-            interim_stability=info.interim_stability,
-            sessions=[pb.SessionStat(session_id=s.session_id, audio_ms=s.audio_ms, reanchors=s.reanchors,
-                                     clock=s.clock, position_mode=s.position_mode)
-                      for s in getattr(self._engine, "session_stats", list)()])
+        return status_to_proto(self._engine.info, self._engine.status(), self._engine.counters(),
+                               active_sessions=self._active, opening_sessions=self._opening, pid=os.getpid())
 
     async def Session(
         self, request_iterator: AsyncIterator[pb.SessionInput], context: grpc.aio.ServicerContext
@@ -45,8 +38,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         if self._active >= self._engine.info.max_sessions:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "engine is at max_sessions")
             return
-        if refusal := getattr(self._engine, "admission_refusal", lambda: None)():
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+        if not (status := self._engine.status()).admitting:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, status.refusal or "engine is not admitting")
             return
         # The slot is taken here and given back in the finally below, on every path: a cancel or an error
         # while the engine opens the session included (the one place `_active` changes).

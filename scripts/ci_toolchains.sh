@@ -3,7 +3,10 @@
 # (tests/integration/test_other_clients.py) and scripts/gen_clients.sh:
 #   Go and the Go gRPC/protobuf packages, built offline in GOPATH mode from Debian packages;
 #   protoc with protoc-gen-go and protoc-gen-go-grpc (to check the generated Go code);
-#   nginx (nginx-light) as the real gRPC load balancer of tests/deploy/test_load_balancer.py.
+#   nginx (nginx-light) as the real gRPC load balancer of tests/deploy/test_load_balancer.py;
+#   systemd-analyze (systemd) to verify deploy/systemd/*.service in tests/deploy/test_manifests.py;
+#   gRPC C++ (libgrpc++-dev, protobuf-compiler-grpc, g++, make, pkg-config) for the C++ examples
+#   (clients/cpp, tests/integration/test_cpp_client.py).
 # node and npm are expected on the machine already; buf comes with the venv (dev extra).
 # Idempotent: installs only what is missing (apt-get, as root or through sudo); silent when
 # everything is there.
@@ -19,6 +22,8 @@ PACKAGES=(
     golang-google-protobuf-dev
     golang-github-golang-protobuf-1-5-dev  # not golang-goprotobuf-dev: it conflicts
     nginx-light  # grpc_pass + least_conn; the test starts its own on loopback (no service is enabled)
+    systemd  # systemd-analyze verify only; nothing is started (a container has no systemd as PID 1)
+    libgrpc++-dev protobuf-compiler-grpc g++ make pkg-config  # clients/cpp (grpc_cpp_plugin, pkg-config grpc++)
 )
 
 missing=()
@@ -38,7 +43,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-for tool in node npm go protoc protoc-gen-go protoc-gen-go-grpc; do
+for tool in node npm go protoc protoc-gen-go protoc-gen-go-grpc systemd-analyze grpc_cpp_plugin g++ make pkg-config; do
     command -v "$tool" >/dev/null || { echo "ci_toolchains.sh: $tool not found on PATH" >&2; exit 1; }
 done
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { echo "ci_toolchains.sh: nginx not found" >&2; exit 1; }

@@ -2,7 +2,7 @@
 # Generate every client's code from proto/ (the public API, voxgate/v1/speech.proto):
 #
 #   python  scripts/gen_protos.py (public API -> clients/python/voxgate_client/_proto/,
-#           engine API -> engine_sidecar/_proto/); needs the venv (make install)
+#           engine API -> engine_api/_proto/); needs the venv (make install)
 #   go      protoc + protoc-gen-go + protoc-gen-go-grpc -> clients/go/voxgatev1/
 #   node    copies of the .proto files the Node client loads at run time -> clients/node/proto/,
 #           TypeScript types (proto-loader-gen-types) -> clients/node/types/

@@ -1,17 +1,21 @@
 """Generate the Python protobuf/gRPC modules from proto/ (the only way they are made).
 
 Public API  -> clients/python/voxgate_client/_proto/  (the client package ships it)
-Engine API  -> engine_sidecar/_proto/
+Engine API  -> engine_api/_proto/  (the contract package the service and the sidecar both import)
 Compatibility APIs (proto/third_party/: Riva ASR, Google Speech v1; made by
 scripts/dump_compat_protos.py) -> service/compat/_proto/
 
 protoc writes absolute imports (``from voxgate.v1 import ...``); they are
 rewritten to relative ones so the generated modules can live inside packages.
 Run: python scripts/gen_protos.py  (needs grpcio-tools and mypy-protobuf).
+     python scripts/gen_protos.py --check  generates into a temporary directory and fails (exit 1)
+     if the committed modules differ from what the generator makes now (drift).
 """
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import re
 import shutil
 import subprocess
@@ -23,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPAT = ROOT / "service/compat/_proto"
 TARGETS = {
     "voxgate/v1/speech.proto": ROOT / "clients/python/voxgate_client/_proto",
-    "voxgate/engine/v1/engine.proto": ROOT / "engine_sidecar/_proto",
+    "voxgate/engine/v1/engine.proto": ROOT / "engine_api/_proto",
     "riva/proto/riva_common.proto": COMPAT,
     "riva/proto/riva_audio.proto": COMPAT,
     "riva/proto/riva_asr.proto": COMPAT,
@@ -41,7 +45,8 @@ def _relative_imports(text: str, local: set[str]) -> str:
     return re.sub(r"^from ((?:\w+\.)*\w+) import (\w+_pb2)\b", local_only, text, flags=re.M)
 
 
-def main() -> int:
+def generate(dest: Path = ROOT) -> None:
+    """Every TARGETS directory, rebuilt under dest (ROOT: in place)."""
     import grpc_tools
     from google.rpc import status_pb2
 
@@ -51,7 +56,8 @@ def main() -> int:
     groups: dict[Path, list[str]] = {}
     for proto, out_dir in TARGETS.items():
         groups.setdefault(out_dir, []).append(proto)
-    for out_dir, protos in groups.items():
+    for target_dir, protos in groups.items():
+        out_dir = dest / target_dir.relative_to(ROOT)
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [
                 sys.executable, "-m", "grpc_tools.protoc",
@@ -70,7 +76,53 @@ def main() -> int:
             (out_dir / "__init__.py").write_text(HEADER)
             for path in generated:
                 (out_dir / path.name).write_text(HEADER + _relative_imports(path.read_text(), local))
-            print(f"{' '.join(protos)} -> {out_dir.relative_to(ROOT)}")
+            print(f"{' '.join(protos)} -> {out_dir.relative_to(dest)}")
+
+
+def _files(directory: Path) -> dict[str, Path]:
+    return {str(p.relative_to(directory)): p for p in sorted(directory.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def check() -> int:
+    """Regenerate into a temporary directory and compare with the committed modules: 0 if identical."""
+    drift: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh_root = Path(tmp)
+        generate(fresh_root)
+        for target_dir in sorted(set(TARGETS.values())):
+            rel = target_dir.relative_to(ROOT)
+            committed = _files(target_dir) if target_dir.exists() else {}
+            fresh = _files(fresh_root / rel)
+            for name in sorted(committed.keys() | fresh.keys()):
+                if name not in fresh:
+                    drift.append(f"{rel / name}: not generated from proto/ (stale: delete it)")
+                elif name not in committed:
+                    drift.append(f"{rel / name}: missing (run scripts/gen_protos.py)")
+                else:
+                    old, new = committed[name].read_text(), fresh[name].read_text()
+                    if old != new:
+                        diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                                    f"committed/{rel / name}", f"generated/{rel / name}")
+                        drift.append(f"{rel / name}: differs\n" + "".join(list(diff)[:40]))
+    if drift:
+        print("gen_protos.py --check: the committed Python stubs differ from proto/ "
+              "(run python scripts/gen_protos.py):", file=sys.stderr)
+        for line in drift:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print(f"gen_protos.py --check: {len(set(TARGETS.values()))} directories match proto/")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="fail if the committed modules differ from a fresh generation (writes nothing)")
+    args = parser.parse_args(argv)
+    if args.check:
+        return check()
+    generate()
     return 0
 
 

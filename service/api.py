@@ -11,8 +11,8 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client._proto import speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
 
 from . import errors, metrics, proto_edge, request_stream, tracing
 from .capacity import CapacityAudit, CapacityCounts

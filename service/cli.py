@@ -1,4 +1,8 @@
-"""`voxgate`: serve, transcribe, and the internal sidecar command."""
+"""`voxgate`: serve, transcribe, and the internal sidecar command.
+
+The one composition root: the only module of the service that imports the engine sidecar, to offer
+`voxgate sidecar` (= `python -m engine_sidecar`), `voxgate plan` and `voxgate tiny-checkpoint` by delegating.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--seed", type=int, default=0)
     bench = sub.add_parser("bench", help="load-test a server: N paced real-time sessions, latency, CPU, sweep")
     add_bench_arguments(bench)
-    sidecar = sub.add_parser("sidecar", help="(internal) run the engine sidecar on a Unix socket")
+    sidecar = sub.add_parser("sidecar", help="run the engine sidecar on a Unix socket (= python -m engine_sidecar)")
     add_sidecar_arguments(sidecar)
     return parser
 

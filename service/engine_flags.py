@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from engine_sidecar.voxtral_plan.presets import PRESETS, get_preset
+from engine_api.presets import PRESETS, get_preset
 
 # flag → (engine option, type, help)
 ENGINE_FLAGS: dict[str, tuple[str, type, str]] = {

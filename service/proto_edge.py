@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
-from engine_sidecar._proto import engine_pb2
-from voxgate_client._proto import speech_pb2 as pb
+from engine_api.v1 import engine_pb2
+from voxgate_client.v1 import speech_pb2 as pb
 
 from . import errors
 from .capacity import CapacityCounts

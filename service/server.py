@@ -15,7 +15,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from voxgate_client._proto import speech_pb2, speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2, speech_pb2_grpc
 
 from . import compat, metrics, request_stream, tracing
 from .api import SpeechServicer
@@ -78,7 +78,7 @@ class Server:
 
     def _refresh_readiness(self) -> None:
         s = self._supervisor
-        ready = s.ready and s.admitting and self._speech.has_room() and not self._speech.draining
+        ready = s.serving and self._speech.has_room() and not self._speech.draining
         if ready != self._ready:
             self._ready = ready
             log.info("readiness", serving=ready, engine_ready=s.ready, engine_admitting=s.admitting,

@@ -6,6 +6,11 @@ and when it goes away waits for it to come back.
 
 While the sidecar is down, `ready` is False and new sessions are refused with
 UNAVAILABLE + a retry delay; listeners hear every state change (health).
+
+The sidecar runs as its own module (`python -m engine_sidecar`); the service knows it only through the
+contract package, engine_api. Admission and readiness are derived from typed state (engine up, the running
+engine's own EngineStatus, a free slot, not stopping) whenever any of it changes: a restarted engine starts
+from its own first answer, never from what the one before it said.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any
 import grpc
 import structlog
 
-from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
+from engine_api.status import EngineStatus
+from engine_api.v1 import engine_pb2, engine_pb2_grpc
+from engine_api.wire import status_from_proto
 
 from . import metrics
 from .config import Config
@@ -34,7 +41,16 @@ STATUS_TIMEOUT_S = 5.0
 FAILED_CHECKS_BEFORE_RESTART = 3
 STALE_STUB_GRACE_S = 1.0
 EXIT_POLL_S = 0.05
+SIDECAR_MODULE = "engine_sidecar"  # run as `python -m engine_sidecar`: the sidecar never loads the service
 
+
+def sidecar_command(c: Config, socket: Path) -> list[str]:
+    """The sidecar process's command line (its flags: engine_sidecar.main.add_sidecar_arguments)."""
+    cmd = [sys.executable, "-m", SIDECAR_MODULE, "--engine", c.engine, "--model", c.model,
+           "--socket", str(socket), "--max-sessions", str(c.max_sessions)]
+    if c.engine_options:
+        cmd += ["--engine-options", c.engine_options]
+    return cmd
 
 
 def engine_env_defaults(engine: str) -> dict[str, str]:
@@ -55,15 +71,16 @@ class SidecarSupervisor:
         self._config = config
         self._on_ready_change = on_ready_change
         self._on_status = on_status  # after every status the sidecar answered (health checks)
-        self._admitting = True  # as last logged; `admitting` is the truth, from the latest status
+        self._admission_logged = True  # the running engine's admission as last logged (a new engine: admitting)
         # Default: a fresh private directory (mkdtemp makes it 0700) that only this process uses.
         self._own_dir = None if config.sidecar_socket else Path(tempfile.mkdtemp(prefix="voxgate-"))
         self._socket = self._own_dir / "engine.sock" if self._own_dir else Path(config.sidecar_socket)
         self._proc: asyncio.subprocess.Process | None = None
         self._channel: grpc.aio.Channel | None = None
         self.stub: engine_pb2_grpc.EngineStub | None = None
-        self.status: engine_pb2.GetStatusResponse | None = None
-        self.ready = False
+        self.status: engine_pb2.GetStatusResponse | None = None  # the latest answer (kept while the engine is down)
+        self.engine_status: EngineStatus | None = None  # the running engine's own; None until it has answered
+        self.ready = False  # a sidecar is up and has answered
         self._ready_event = asyncio.Event()
         self._down_event = asyncio.Event()
         self.restarts = 0
@@ -96,10 +113,7 @@ class SidecarSupervisor:
 
     async def _spawn(self) -> None:
         c = self._config
-        cmd = [sys.executable, "-m", "service", "sidecar", "--engine", c.engine, "--model", c.model,
-               "--socket", str(self._socket), "--max-sessions", str(c.max_sessions)]
-        if c.engine_options:
-            cmd += ["--engine-options", c.engine_options]
+        cmd = sidecar_command(c, self._socket)
         log.info("sidecar_spawn", cmd=" ".join(cmd))
         env = {**engine_env_defaults(c.engine), **os.environ, **preset_env(c.preset)}
         self._proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, env=env)
@@ -117,13 +131,14 @@ class SidecarSupervisor:
         self._channel = _engine_channel(self._socket)
         self.stub = engine_pb2_grpc.EngineStub(self._channel)
         try:
-            self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+            status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
         except grpc.RpcError:
             # A sidecar that does not answer is no use: never leave it (and its vLLM engine) running.
             self._proc.kill()
             await self._close_channel()
             raise
-        log.info("sidecar_ready", pid=self._proc.pid, engine=self.status.engine, model=self.status.model)
+        log.info("sidecar_ready", pid=self._proc.pid, engine=status.engine, model=status.model)
+        self._take_status(status)
         self._set_ready(True)
 
     async def _drain_stdout(self, stream: asyncio.StreamReader) -> None:
@@ -132,6 +147,8 @@ class SidecarSupervisor:
             sys.stderr.buffer.write(line)
 
     def _set_ready(self, ready: bool) -> None:
+        """The engine came up (after its first answer) or went away. Down forgets the engine's own status, so a
+        restarted one is judged from its own first answer only."""
         metrics.ENGINE_UP.set(1 if ready else 0)
         if ready:
             self._ready_event.set()
@@ -139,9 +156,21 @@ class SidecarSupervisor:
         else:
             self._ready_event.clear()
             self._down_event.set()
+            self.engine_status = None
+            self._admission_logged = True
         if ready != self.ready:
             self.ready = ready
             self._on_ready_change(ready)
+
+    def _take_status(self, status: engine_pb2.GetStatusResponse) -> None:
+        """An answer of the engine that runs now: its first after a (re)start, or a health check's."""
+        self.status = status
+        self.engine_status = status_from_proto(status)
+        metrics.engine_status(dict(status.counters))
+        admitting = self._engine_admits(status, self.engine_status)
+        if admitting != self._admission_logged:  # no headroom or no slot: a load balancer should look elsewhere
+            self._admission_logged = admitting
+            log.info("engine_admission", admitting=admitting, reason=self.engine_status.refusal)
 
     async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
                          ) -> engine_pb2_grpc.EngineStub | None:
@@ -211,7 +240,7 @@ class SidecarSupervisor:
             channel = _engine_channel(self._socket)
             stub = engine_pb2_grpc.EngineStub(channel)
             try:
-                self.status = await stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
+                status = await stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
             except grpc.RpcError as exc:
                 await channel.close()
                 if not waiting_logged:
@@ -224,8 +253,8 @@ class SidecarSupervisor:
                 metrics.SIDECAR_RESTARTS.inc()
             self._attached_before = True
             self._channel, self.stub = channel, stub
-            log.info("sidecar_attached", socket=str(self._socket), engine=self.status.engine,
-                     model=self.status.model)
+            log.info("sidecar_attached", socket=str(self._socket), engine=status.engine, model=status.model)
+            self._take_status(status)
             self._set_ready(True)
             return
 
@@ -238,10 +267,10 @@ class SidecarSupervisor:
             if self.stub is None:
                 return  # the channel was closed: stopping
             try:
-                self.status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
-                metrics.engine_status(dict(self.status.counters))
+                status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
                 failures = 0
-                self._status_seen()
+                self._take_status(status)
+                self._on_status()
             except grpc.RpcError as exc:
                 failures += 1
                 log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))
@@ -250,22 +279,22 @@ class SidecarSupervisor:
 
     @property
     def admitting(self) -> bool:
-        """The engine takes new sessions (it has real-time headroom and a free slot), per its latest status.
+        """The engine that runs now takes new sessions: it is up, and its latest answer says it has headroom
+        (its EngineStatus) and a free slot. False while no engine is up, or the new one has not answered."""
+        if not self.ready or self.status is None or self.engine_status is None:
+            return False
+        return self._engine_admits(self.status, self.engine_status)
 
-        From the status alone, so a restarted engine starts from its own first answer, never from the
-        state of the one before it."""
-        s = self.status
-        if s is None:
-            return True
-        free_slot = not s.max_sessions or s.active_sessions < s.max_sessions
-        return free_slot and s.counters.get("admitting", 1) != 0
+    @staticmethod
+    def _engine_admits(status: engine_pb2.GetStatusResponse, engine: EngineStatus) -> bool:
+        free_slot = not status.max_sessions or status.active_sessions < status.max_sessions
+        return free_slot and engine.admitting
 
-    def _status_seen(self) -> None:
-        admitting = self.admitting
-        if admitting != self._admitting:  # no headroom or no slot: a load balancer should look elsewhere
-            self._admitting = admitting
-            log.info("engine_admission", admitting=admitting)
-        self._on_status()
+    @property
+    def serving(self) -> bool:
+        """Readiness as far as the engine goes: up, admitting, and not stopping (the server adds its own room
+        and draining)."""
+        return self.ready and self.admitting and not self._stopping
 
     def check_soon(self) -> None:
         """Ask for a health check now rather than at the next interval (capacity just changed)."""

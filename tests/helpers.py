@@ -19,8 +19,8 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service.bench.wer import word_error_rate  # noqa: F401  (re-exported for the tests)
-from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client._proto import speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

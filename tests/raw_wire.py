@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 
 from tests.helpers import ServerProcess
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 VOXGATE_STREAM = "/voxgate.v1.Speech/StreamingRecognize"
 RIVA_STREAM = "/nvidia.riva.asr.RivaSpeechRecognition/StreamingRecognize"

@@ -16,7 +16,7 @@ import grpc
 
 
 def check_sidecar(socket: str, timeout: float) -> str | None:
-    from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
+    from engine_api.v1 import engine_pb2, engine_pb2_grpc
 
     with grpc.insecure_channel(f"unix:{socket}") as channel:
         status = engine_pb2_grpc.EngineStub(channel).GetStatus(engine_pb2.GetStatusRequest(), timeout=timeout)

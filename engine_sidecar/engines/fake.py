@@ -8,7 +8,8 @@ Script (JSON file passed as the model; every key optional):
    "stall_at_ms": null,                       # stop consuming audio from this time on
    "crash_at_ms": null,                       # SIGKILL the sidecar at this audio time
    "step_sleep_ms": 0,                        # processing time per chunk
-   "open_ms": 0}                              # time to open a session (like loading a decoder)
+   "open_ms": 0,                              # time to open a session (like loading a decoder)
+   "refuse_while": ""}                        # admission off (status) while this file exists
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import BYTES_PER_MS, Closed, Delta, EngineCounters, EngineInfo, EngineOutput, Flushed
+from engine_api.audio import BYTES_PER_MS
+from engine_api.info import EngineInfo
+from engine_api.outputs import Closed, Delta, EngineOutput, Flushed
+from engine_api.status import EngineStatus
+
+from ..engine import EngineCounters
 from ..output_queue import OutputChannel
 
 VOCABULARY = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
@@ -38,6 +44,7 @@ class FakeScript:
     crash_at_ms: int | None = None
     step_sleep_ms: int = 0
     open_ms: int = 0
+    refuse_while: str = ""
 
     @classmethod
     def load(cls, path: str) -> FakeScript:
@@ -123,6 +130,11 @@ class FakeEngine:
         self._counters.sessions_total += 1
         self._counters.sessions_active += 1
         return FakeSession(self._script, self._counters)
+
+    def status(self) -> EngineStatus:
+        gate = self._script.refuse_while
+        return EngineStatus.from_refusal(f"refusing new sessions while {gate} exists"
+                                         if gate and Path(gate).exists() else None)
 
     def counters(self) -> dict[str, int]:
         return self._counters.as_dict()

@@ -18,18 +18,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from ..engine import (
-    BYTES_PER_MS,
-    INTERIM_REVISABLE,
-    SAMPLE_RATE_HZ,
-    Closed,
-    Delta,
-    EngineCounters,
-    EngineInfo,
-    EngineOutput,
-    Flushed,
-    Revision,
-)
+from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
+from engine_api.info import INTERIM_REVISABLE, EngineInfo
+from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Revision
+from engine_api.status import EngineStatus
+
+from ..engine import EngineCounters
 from ..output_queue import OutputChannel
 
 FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
@@ -176,6 +170,9 @@ class SphinxEngine:
         self._counters.sessions_total += 1
         self._counters.sessions_active += 1
         return SphinxSession(decoder, self._counters)
+
+    def status(self) -> EngineStatus:
+        return EngineStatus()
 
     def counters(self) -> dict[str, int]:
         return self._counters.as_dict()

@@ -20,12 +20,16 @@ from typing import Any
 
 import structlog
 
-from ..engine import EngineCounters, EngineInfo, SessionStat
+from engine_api.audio import SAMPLE_RATE_HZ
+from engine_api.info import EngineInfo
+from engine_api.status import EngineStatus, SessionStat
+
+from ..engine import EngineCounters
 from ..reanchor.guards import config_problems
 from ..voxtral.capacity import kv_sessions, lag_refusal
 from ..voxtral.options import VLLM_VERSION, VoxtralOptions
 from ..voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
-from ..voxtral.reanchor_link import PositionMode, ReanchorLink
+from ..voxtral.reanchor_link import PositionChoice, ReanchorLink
 from ..voxtral.rollover import BudgetRollover, NoRollover
 from ..voxtral.session import EngineContext, VoxtralSession
 from ..voxtral.stats import SchedulerSnapshot, stat_logger_factory
@@ -91,11 +95,11 @@ class VoxtralEngine:
             log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
-        window = int(self.options.rollover_silence_window_s * 16000)
+        window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
         runtime = self._reanchor.runtime
         # A refusal says what it refused to run on (the runner, backends, layouts the workers found).
-        mode = PositionMode.rollover(problems[0] + (f" [runs on: {runtime.describe()}]" if runtime else "")) \
-            if problems else PositionMode.REANCHOR
+        mode = PositionChoice.rollover(problems[0] + (f" [runs on: {runtime.describe()}]" if runtime else "")) \
+            if problems else PositionChoice.REANCHOR
         self._counters.extra["reanchor_active"] = int(mode.reanchor)
         budget = BudgetRollover.for_cap(cap, window)
         self._ctx = EngineContext(
@@ -107,7 +111,7 @@ class VoxtralEngine:
             fallback_rollover=budget)
         self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
                                languages=LANGUAGES, frame_ms=geometry.frame_ms,
-                               transcription_delay_ms=geometry.delay_ms, position_mode=mode.name,
+                               transcription_delay_ms=geometry.delay_ms, position_mode=mode.mode,
                                position_mode_reason=mode.reason, position_runtime=runtime)
         self._monitor = asyncio.create_task(self._watch_engine())
         if mode.reanchor:
@@ -115,7 +119,7 @@ class VoxtralEngine:
         else:
             log.warning("reanchor_unavailable", reason=mode.reason, fallback="rollover")
         log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
-                 position_mode=mode.name, request_audio_s=None if mode.reanchor else cap / 16000,
+                 position_mode=mode.mode, request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
                  blank_token_id=geometry.blank_token_id)
 
     async def open_session(self, session_id: str, language_code: str) -> VoxtralSession:
@@ -140,11 +144,13 @@ class VoxtralEngine:
     def session_stats(self) -> list[SessionStat]:
         return [s.stat() for s in self._live_sessions()]
 
+    def status(self) -> EngineStatus:
+        return EngineStatus.from_refusal(self.admission_refusal(), tuple(self.session_stats()))
+
     def counters(self) -> dict[str, int]:
         s = self.scheduler
         lags = [session.lag_ms() for session in self._live_sessions()]
         return {**self._counters.as_dict(), "engine_running": s.running, "engine_waiting": s.waiting,
-                "admitting": int(lag_refusal(lags, self.options.admission_max_lag_ms) is None),
                 "sessions_behind": sum(lag > self.options.admission_max_lag_ms for lag in lags),
                 "max_lag_ms": max(lags, default=0),
                 "engine_parked": s.parked, "engine_kv_usage_pct": round(100 * s.kv_cache_usage),

@@ -18,7 +18,9 @@ from typing import Any, ClassVar
 
 import structlog
 
-from ..engine import EngineCounters, KvGroupRuntime, PositionRuntime
+from engine_api.info import KvGroupRuntime, PositionMode, PositionRuntime
+
+from ..engine import EngineCounters
 from ..reanchor.frontend import uncap_realtime_buffer
 from ..reanchor.tripwire import POLL_METHOD, Unacknowledged, check
 
@@ -27,24 +29,24 @@ POLL_S = 0.5
 
 
 @dataclass(frozen=True)
-class PositionMode:
-    """How a session's position clock stays below max_model_len."""
+class PositionChoice:
+    """How a session's position clock stays below max_model_len, and why not by re-anchoring."""
 
-    name: str  # "reanchor" | "rollover"
+    mode: PositionMode  # REANCHOR | ROLLOVER
     reason: str = ""  # why not re-anchoring, when rollover
 
-    REANCHOR: ClassVar[PositionMode]
+    REANCHOR: ClassVar[PositionChoice]
 
     @property
     def reanchor(self) -> bool:
-        return self.name == "reanchor"
+        return self.mode is PositionMode.REANCHOR
 
     @classmethod
-    def rollover(cls, reason: str) -> PositionMode:
-        return cls("rollover", reason)
+    def rollover(cls, reason: str) -> PositionChoice:
+        return cls(PositionMode.ROLLOVER, reason)
 
 
-PositionMode.REANCHOR = PositionMode("reanchor")
+PositionChoice.REANCHOR = PositionChoice(PositionMode.REANCHOR)
 
 # An event as the worker reports it: tag (our request id), tokens, clock, count, rotate_ms, blocks, seq.
 ReanchorEvent = dict[str, Any]

@@ -20,11 +20,15 @@ from typing import Any
 
 import structlog
 
-from ..engine import BYTES_PER_MS, Closed, Delta, Diagnostic, EngineCounters, EngineOutput, Flushed, SessionStat
+from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
+from engine_api.outputs import Closed, Delta, Diagnostic, DiagnosticKind, EngineOutput, Flushed
+from engine_api.status import SessionStat
+
+from ..engine import EngineCounters
 from ..output_queue import OutputChannel
 from ..reanchor.tripwire import Unacknowledged
 from .options import VoxtralOptions
-from .reanchor_link import PositionMode, ReanchorEvent, StreamListener
+from .reanchor_link import PositionChoice, ReanchorEvent, StreamListener
 from .rollover import RolloverPolicy
 from .stream import RequestStream
 from .timing import StreamGeometry
@@ -32,9 +36,9 @@ from .watchdog import FREEZE, RUT, Watchdog
 
 log = structlog.get_logger("voxtral")
 RATE_WINDOW_S = 2.0
-REANCHOR_FAILED = "reanchor_failed"
-COUNTERS = {"rollover": "rollovers", RUT: "rut_recoveries", FREEZE: "freeze_recoveries",
-            "warning": "early_request_ends", REANCHOR_FAILED: "reanchor_failed_sessions"}
+REANCHOR_FAILED = DiagnosticKind.REANCHOR_FAILED
+COUNTERS = {DiagnosticKind.ROLLOVER: "rollovers", RUT: "rut_recoveries", FREEZE: "freeze_recoveries",
+            DiagnosticKind.WARNING: "early_request_ends", REANCHOR_FAILED: "reanchor_failed_sessions"}
 
 
 @dataclass
@@ -49,7 +53,7 @@ class EngineContext:
     counters: EngineCounters
     on_request_error: Callable[[BaseException], None]  # exits the sidecar if the engine itself died
     clock: Callable[[], float]
-    position_mode: PositionMode = PositionMode.rollover("")
+    position_mode: PositionChoice = PositionChoice.rollover("")
     # request id -> what that request's session does with its re-anchor news (ReanchorLink dispatches)
     reanchor_listeners: dict[str, StreamListener] = field(default_factory=dict)
     flush_reanchor: Callable[[], Awaitable[None]] | None = None  # fetch pending events now
@@ -89,7 +93,7 @@ class VoxtralSession:
     def stat(self) -> SessionStat:
         stream = self._stream
         clock = self._g.prompt_tokens + stream.tokens - stream.shifted
-        return SessionStat(self._id, self._pushed_ms(), self.reanchors, clock, self._mode.name)
+        return SessionStat(self._id, self._pushed_ms(), self.reanchors, clock, self._mode.mode)
 
     # -- EngineSession -------------------------------------------------------
 
@@ -109,7 +113,7 @@ class VoxtralSession:
                 break
             self._feed(pcm16[:head * 2])
             pcm16 = pcm16[head * 2:]
-            self._roll_over("rollover", f"session moved to a fresh engine request at "
+            self._roll_over(DiagnosticKind.ROLLOVER, f"session moved to a fresh engine request at "
                                         f"{self._pushed_ms()} ms (position budget; max_model_len "
                                         f"{self._ctx.options.max_model_len})")
         await self._wait_for_backlog()
@@ -181,13 +185,13 @@ class VoxtralSession:
         if not stream.ended and stream is self._stream and not self._closing:
             # vLLM finished the request on its own (it stops at max_model_len): never drop audio silently.
             log.warning("engine_request_ended_early", session_id=self._id, request_id=stream.request_id)
-            self._roll_over("warning", "the engine ended a request early; continuing on a fresh one")
+            self._roll_over(DiagnosticKind.WARNING, "the engine ended a request early; continuing on a fresh one")
 
     async def _finished(self, stream: RequestStream) -> None:
         self._covered_ms = max(self._covered_ms, stream.offset_ms + stream.audio_ms)
         await self._ack_flushes()
 
-    def _roll_over(self, kind: str, message: str) -> None:
+    def _roll_over(self, kind: DiagnosticKind, message: str) -> None:
         """Move to a fresh engine request (synchronous: nothing can interleave with the switch)."""
         old = self._stream
         old.end()
@@ -197,7 +201,7 @@ class VoxtralSession:
         self._pending_ids = []
         self._stream = self._start_stream(at_ms, old, Diagnostic(kind=kind, message=message, at_ms=at_ms))
 
-    async def _recover(self, kind: str) -> None:
+    async def _recover(self, kind: DiagnosticKind) -> None:
         if kind == FREEZE:
             # A frozen request will not deliver its right padding either: abort it and move on.
             old = self._stream
@@ -231,7 +235,7 @@ class VoxtralSession:
         self.reanchors += 1
         position, at_ms = self._event_ms(stream, int(event["clock"]))
         self._notes.append(Diagnostic(
-            kind="reanchor", at_ms=at_ms,
+            kind=DiagnosticKind.REANCHOR, at_ms=at_ms,
             message=f"position clock shifted down by {event['tokens']} to {event['clock']} "
                     f"(re-anchor {event['count']} of this request, absolute position {position}, "
                     f"keys rotated in {event['rotate_ms']:.2f} ms; {event['blocks']} KV blocks live)"))
@@ -244,7 +248,7 @@ class VoxtralSession:
         self._ctx.reanchor_listeners.pop(stream.request_id, None)  # that request's later news changes nothing
         _, at_ms = self._event_ms(stream, failure.clock)
         what = failure.describe()
-        self._mode = PositionMode.rollover(f"re-anchoring ended at {at_ms} ms: {what}")
+        self._mode = PositionChoice.rollover(f"re-anchoring ended at {at_ms} ms: {what}")
         if self._ctx.fallback_rollover is not None:
             self._policy = self._ctx.fallback_rollover
         message = (f"re-anchoring failed at {at_ms} ms: {what}. The transcript from {at_ms} ms to the end of this "
@@ -299,7 +303,7 @@ class VoxtralSession:
         self._pushed_samples += len(pcm16) // 2
 
     def _pushed_ms(self) -> int:
-        return self._pushed_samples * 1000 // 16000
+        return self._pushed_samples * 1000 // SAMPLE_RATE_HZ
 
     def lag_ms(self) -> int:
         """How far this session falls behind real time: its transcript lags its audio beyond the model's own

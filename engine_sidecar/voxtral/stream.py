@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from engine_api.audio import SAMPLE_RATE_HZ
+
 from ..reanchor.settings import REQUEST_TAG
 
 TokenSink = Callable[["RequestStream", int, int, str], Awaitable[None]]
@@ -45,7 +47,7 @@ class RequestStream:
 
     @property
     def audio_ms(self) -> int:
-        return self.samples * 1000 // 16000
+        return self.samples * 1000 // SAMPLE_RATE_HZ
 
     def feed(self, pcm16: bytes) -> None:
         """Queue audio. Bounded by the session's backlog accounting, not here: the model's buffer

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine import SAMPLE_RATE_HZ
+from engine_api.audio import SAMPLE_RATE_HZ
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-RUT = "rut_recovery"
-FREEZE = "freeze_recovery"
+from engine_api.outputs import DiagnosticKind
+
+RUT = DiagnosticKind.RUT_RECOVERY
+FREEZE = DiagnosticKind.FREEZE_RECOVERY
 
 
 @dataclass
@@ -49,7 +51,7 @@ class Watchdog:
         self.speech_ms_in_run = 0
         self.last_output_at = self.clock()
 
-    def check(self, backlog_ms: int) -> str | None:
+    def check(self, backlog_ms: int) -> DiagnosticKind | None:
         """RUT or FREEZE when the session needs recovering, else None."""
         k = self.rut_blank_frames
         if k and self.blank_run > k and self.speech_ms_in_run * 2 >= k * self.frame_ms:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-ENGINE_RATE_HZ = 16000
+from engine_api.audio import SAMPLE_RATE_HZ as ENGINE_RATE_HZ
+
 BLOCK_MS = 20
 
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import webrtcvad
 
+from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
+
 FRAME_MS = 20
-FRAME_BYTES = 16000 * 2 * FRAME_MS // 1000
+FRAME_BYTES = BYTES_PER_MS * FRAME_MS
 START_WINDOW_FRAMES = 10
 START_VOICED_FRAMES = 6
 
@@ -35,8 +37,8 @@ class VoiceActivity:
         self.last_voiced = False
 
     def frame(self, pcm16: bytes) -> SpeechBoundary | None:
-        """Classify one 20 ms frame at 16 kHz."""
-        voiced = self.last_voiced = self._vad.is_speech(pcm16, 16000)
+        """Classify one 20 ms frame at the engine rate (16 kHz)."""
+        voiced = self.last_voiced = self._vad.is_speech(pcm16, SAMPLE_RATE_HZ)
         index = self._frame_index
         self._frame_index += 1
         if not self.in_speech:

@@ -15,8 +15,8 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client._proto import speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
 
 from .audio import SAMPLE_RATE, frames
 from .procstats import ProcSampler

@@ -18,7 +18,7 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors, request_stream
 from ..api import SpeechServicer

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import grpc
 from google.protobuf import duration_pb2
 
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors
 from ..api import SpeechServicer

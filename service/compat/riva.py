@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import grpc
 
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors
 from ..api import SpeechServicer

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import grpc
 import structlog
 
-from engine_sidecar._proto import engine_pb2_grpc
-from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed, Revision
+from engine_api.outputs import Closed, Delta, Diagnostic, Flushed, Revision
+from engine_api.v1 import engine_pb2_grpc
 
 from .. import errors, metrics, tracing
 from ..audio.vad import SpeechBoundary

@@ -13,10 +13,12 @@ from dataclasses import replace
 
 import grpc
 
-from engine_sidecar._proto import engine_pb2 as epb
-from engine_sidecar._proto import engine_pb2_grpc
-from engine_sidecar.convert import output_from_proto
-from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
+from engine_api.audio import SAMPLE_RATE_HZ
+from engine_api.info import PositionMode
+from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
+from engine_api.v1 import engine_pb2 as epb
+from engine_api.v1 import engine_pb2_grpc
+from engine_api.wire import output_from_proto
 
 OUTPUT_QUEUE_SIZE = 64
 
@@ -52,12 +54,12 @@ class EngineLink:
         self.stub = stub
         self.engine = ""
         self.model = ""
-        self.position_mode = ""
+        self.position_mode = PositionMode.NONE
         self.position_mode_reason = ""
         self.interim_stability = ""
         self._stub = stub
         self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
-                                                        sample_rate_hz=16000))
+                                                        sample_rate_hz=SAMPLE_RATE_HZ))
         self._call: grpc.aio.StreamStreamCall | None = None
         self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=OUTPUT_QUEUE_SIZE)
         self._reader: asyncio.Task[None] | None = None
@@ -90,7 +92,8 @@ class EngineLink:
             raise EngineLost("engine refused the session")
         opened = first.opened
         self.engine, self.model = opened.engine, opened.model
-        self.position_mode, self.position_mode_reason = opened.position_mode, opened.position_mode_reason
+        self.position_mode = PositionMode.from_wire(opened.position_mode)
+        self.position_mode_reason = opened.position_mode_reason
         self.interim_stability = opened.interim_stability
         self._reader = asyncio.create_task(self._read())
 

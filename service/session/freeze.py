@@ -12,7 +12,7 @@ and from the moment it is told to close until Closed.
 
 from __future__ import annotations
 
-from engine_sidecar.engine import PROGRESS_EVERY_MS, Closed, Delta, Flushed, Progress
+from engine_api.outputs import PROGRESS_EVERY_MS, Closed, Delta, Flushed, Progress
 
 from ..clock import Clock
 from .intake import Chunk

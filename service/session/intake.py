@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import grpc
 
+from engine_api.audio import BYTES_PER_MS
+
 from .. import errors
 from ..audio.decode import Encoding, InvalidAudio
 from ..audio.pipeline import AudioPipeline, EngineChunk, PipelineOutput
 from ..audio.vad import SpeechBoundary
 from ..config import Config
 from ..session_config import SessionConfig
-
-ENGINE_RATE_HZ = 16000
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Chunk:
 
     @property
     def end_ms(self) -> int:
-        return self.start_ms + len(self.pcm16) // (2 * ENGINE_RATE_HZ // 1000)
+        return self.start_ms + len(self.pcm16) // BYTES_PER_MS
 
 
 class AudioIntake:

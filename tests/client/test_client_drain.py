@@ -120,6 +120,7 @@ RATE = 16000
 SEGMENTS = 8
 
 
+@pytest.mark.slow  # two real server processes and 16 s of real-time audio: not in `make test-fast`
 def test_sigterm_mid_stream_moves_the_stream_to_the_other_server(tmp_path: Path) -> None:
     audio, spans = speech_pattern(SEGMENTS, voiced_s=1.0, silence_s=1.0)  # 16 s, a final every 2 s
     config = StreamConfig(encoding="linear16", sample_rate_hz=RATE, endpointing_silence_ms=500)

@@ -29,8 +29,8 @@ import pytest
 
 from tests.helpers import ServerProcess, silence, start_server, voiced
 from voxgate_client import ResumePolicy, SpeechClient, chunks
-from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client.config import StreamConfig
+from voxgate_client.v1 import speech_pb2 as pb
 
 INSTANCES = 3
 LEGS = 6

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from engine_sidecar.engine import Closed, Delta, Diagnostic, EngineOutput, EngineSession, Flushed
+from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed
+from engine_sidecar.engine import EngineSession
 
 T = TypeVar("T")
 

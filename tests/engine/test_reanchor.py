@@ -95,7 +95,7 @@ def test_sessions_run_in_reanchor_mode_by_default(small: Harness) -> None:
     assert counters["reanchor_active"] == 1
     # Admission: the KV pool holds far more than max_num_seqs here, and an idle engine has headroom.
     assert counters["kv_max_sessions"] >= 4 and small.engine.info.max_sessions == 4
-    assert counters["admitting"] == 1 and small.engine.admission_refusal() is None
+    assert small.engine.status().admitting and small.engine.admission_refusal() is None
 
 
 def test_reanchored_engine_is_token_identical_to_one_that_never_reaches_the_cap(

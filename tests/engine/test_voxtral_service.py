@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
+from engine_api.v1 import engine_pb2, engine_pb2_grpc
 from tests.helpers import (
     ServerProcess,
     audio_requests,
@@ -25,7 +25,7 @@ from tests.helpers import (
     silence,
     start_server,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 pytest.importorskip("vllm")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine_sidecar.engine import Closed, Flushed
+from engine_api.outputs import Closed, Flushed
 from tests.engine.conftest import Harness, Result, noise, stream
 
 pytest.importorskip("vllm")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_sidecar.engine import Closed, Delta
+from engine_api.outputs import Closed, Delta
 from tests.helpers import read_wav_pcm, silence
 
 pytestmark = pytest.mark.gpu

@@ -15,8 +15,8 @@ from riva.client.proto import riva_asr_pb2 as rasr
 from bench.wer import engine_samples, sphinx_final
 from tests.helpers import ServerProcess, error_reason, paced, read_wav_pcm, silence, word_error_rate
 from tests.raw_wire import GARBAGE, RIVA_STREAM, raw_stream
-from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client.g711 import decode_mulaw, encode_alaw, encode_mulaw
+from voxgate_client.v1 import speech_pb2 as pb
 
 MAX_WER = 0.25
 # service.compat.adapter.REVISABLE_STABILITY (the service's compat protos cannot be imported next to the vendor's)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import ServerProcess, audio_requests, config_request, error_reason, recognize, voiced
 from tests.raw_wire import GARBAGE, VOXGATE_STREAM, config_with_bad_utf8, raw_stream, raw_unary
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 
 def fail(server: ServerProcess, requests: list[pb.StreamingRecognizeRequest]) -> tuple[grpc.StatusCode, str, dict]:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from google.protobuf import duration_pb2
 
 from tests.helpers import ServerProcess, audio_requests, config_request, finals, recognize, silence, voiced
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 
 def test_max_duration_ends_gracefully_with_finals(fake_server: ServerProcess) -> None:

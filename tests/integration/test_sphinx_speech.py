@@ -27,8 +27,8 @@ from tests.helpers import (
     silence,
     word_error_rate,
 )
-from voxgate_client._proto import speech_pb2 as pb
 from voxgate_client.g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
+from voxgate_client.v1 import speech_pb2 as pb
 
 MAX_WER = 0.25  # PocketSphinx scores 0.0 on these clips decoded whole; streaming may lose a word
 ONE_UTTERANCE = pb.EndpointingConfig(silence_ms=10000)  # longer than any pause in the fixtures

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 
 from tests.helpers import ServerProcess, silence, voiced
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CHUNK = 3200  # 100 ms at 16 kHz LINEAR16
 

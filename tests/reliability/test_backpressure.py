@@ -20,7 +20,7 @@ from tests.helpers import (
     start_server,
     voiced,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CHUNK = 3200  # 100 ms at 16 kHz
 MIB = 1024 * 1024

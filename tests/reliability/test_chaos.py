@@ -28,7 +28,7 @@ from tests.reliability.streams import (
     uncovered,
     write_measurement,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 SESSIONS = 10
 ENDPOINT = pb.EndpointingConfig(silence_ms=500)

@@ -23,7 +23,7 @@ import pytest
 
 from tests.helpers import ServerProcess, config_request, read_wav_pcm, silence, start_server
 from tests.reliability.streams import CHUNK, run_threads, write_measurement
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 if os.environ.get("VOXGATE_REQUIRE_VLLM") == "1":
     import vllm  # noqa: F401  (in CI this test must run, not skip)
@@ -91,6 +91,9 @@ def start_voxtral(tmp: Path, model: Path) -> ServerProcess:
                         engine="voxtral", model=str(model), ready_timeout_s=600)
 
 
+# Start (ready_timeout_s 600) + the streams' own deadline (RECOVERY_TIMEOUT_S + 300: the kill, the restart and
+# the rest of the sessions happen inside it) + shutdown; pytest's 300 s default would cut the recovery short.
+@pytest.mark.timeout(600 + RECOVERY_TIMEOUT_S + 300 + 300)
 def test_voxtral_sidecar_sigkill_during_3_live_sessions(tiny_model: Path, tmp_path: Path) -> None:
     audios = [speech(n) for n in range(SESSIONS)]
     server = start_voxtral(tmp_path, tiny_model)

@@ -15,7 +15,7 @@ from tests.client_streams import CLIENT_KINDS, client_stream
 from tests.helpers import ServerProcess, start_server
 from tests.reliability.streams import speech_pattern
 from voxgate_client import FINALIZE, AudioItem, ResumePolicy, SpeechClient, StreamConfig, chunks
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=16000, endpointing_silence_ms=500)
 POLICY = ResumePolicy(backoff_s=0.05, flow_status_interval_ms=100)

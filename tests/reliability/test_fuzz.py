@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import ServerProcess, config_request, error_reason, start_server, voiced
 from tests.reliability.streams import Recorded, live, record, speech_pattern
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 MAX_AUDIO = 4096  # --max-audio-bytes-per-message
 MAX_MESSAGE = 16384  # --max-message-bytes (transport)

@@ -25,7 +25,7 @@ from tests.helpers import (
     voiced,
     word_error_rate,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 CALLERS = 20
 

@@ -19,7 +19,7 @@ from google.protobuf import duration_pb2
 
 from tests.helpers import ServerProcess, config_request, fake_script, read_wav_pcm, start_server, voiced
 from tests.reliability.streams import CHUNK, Recorded, live, record
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 FREEZE_S = 2.0
 SPEECH = "librivox_amiable_woman.wav"

@@ -45,7 +45,7 @@ from tests.reliability.wire_cases import (
     Report,
     audio_items,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 SECONDS = float(os.environ.get("WIRE_FUZZ_SECONDS", "75"))
 MAX_CASES = int(os.environ.get("WIRE_FUZZ_CASES", "0")) or 1 << 30

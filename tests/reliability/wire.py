@@ -22,9 +22,9 @@ from google.protobuf.message import DecodeError
 from riva.client.proto import riva_asr_pb2 as rasr
 from riva.client.proto import riva_audio_pb2 as raudio
 
-from engine_sidecar._proto import engine_pb2, engine_pb2_grpc
+from engine_api.v1 import engine_pb2, engine_pb2_grpc
 from tests.helpers import ServerProcess, error_reason, start_server
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 MALFORMED = "MALFORMED_REQUEST"  # the reason issue 17 asks for; not in pb.ErrorReason yet on every tree
 REASONS = (set(pb.ErrorReason.keys()) - {"ERROR_REASON_UNSPECIFIED"}) | {MALFORMED}

@@ -25,7 +25,7 @@ from tests.reliability.wire import (
     invalid_utf8_config,
     paced,
 )
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 MAX_SESSIONS = 4
 RESUME_WINDOW_S = 1.0

@@ -13,8 +13,8 @@ import pytest
 from service.security import hash_token
 from tests.helpers import config_request
 from tests.security.pki import Authority, Issued
-from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client._proto import speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
 
 
 @dataclass(frozen=True)

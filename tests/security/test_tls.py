@@ -29,8 +29,8 @@ from tests.helpers import (
 )
 from tests.security.conftest import Pki, bearer, hold_stream, write_lines_token_file
 from tests.security.pki import served_serial
-from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client._proto import speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
 
 TOKEN = "tls-tenant-token"
 CLIP = str(FIXTURES / "audio" / "go_forward.wav")

@@ -32,8 +32,8 @@ from tests.helpers import (
     voiced,
 )
 from tests.security.conftest import bearer, hold_stream
-from voxgate_client._proto import speech_pb2 as pb
-from voxgate_client._proto import speech_pb2_grpc
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
 
 ACME, GLOBEX, VOXONLY = "acme-token-1", "globex-token-1", "voxonly-token-1"
 SIDECAR_EVENTS = {"session_opened", "session_closed"}

@@ -12,7 +12,7 @@ import pytest
 from service import errors
 from service.security.auth import API_OF_SERVICE, OPEN_SERVICES, authenticate, bearer_token
 from service.security.tokens import APIS, Tenant, TokenBook, TokenFileError, hash_token
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 
 def test_json_and_lines_formats_give_the_same_book(tmp_path: Path) -> None:

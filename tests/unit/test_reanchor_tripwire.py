@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_sidecar.engine import EngineCounters, KvGroupRuntime, PositionRuntime
+from engine_api.info import KvGroupRuntime, PositionRuntime
+from engine_sidecar.engine import EngineCounters
 from engine_sidecar.reanchor.tripwire import Unacknowledged, check
 from engine_sidecar.voxtral.reanchor_link import ReanchorLink, StreamListener, runtime_summary
 
@@ -91,11 +92,11 @@ def test_what_runs_is_summarised_per_kv_group() -> None:
 
 
 def test_the_runtime_reaches_the_public_capabilities_and_the_client() -> None:
-    from engine_sidecar._proto import engine_pb2
-    from engine_sidecar.convert import runtime_to_proto
+    from engine_api.v1 import engine_pb2
+    from engine_api.wire import runtime_to_proto
     from service.proto_edge import position_runtime
-    from voxgate_client._proto import speech_pb2
     from voxgate_client.responses import capabilities_to_dict
+    from voxgate_client.v1 import speech_pb2
 
     runtime = PositionRuntime("R", False, "auto", (KvGroupRuntime("decoder", 128, 128, "B", "L", "float32"),))
     status = engine_pb2.GetStatusResponse(position_runtime=runtime_to_proto(runtime))

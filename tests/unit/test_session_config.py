@@ -5,7 +5,7 @@ from google.protobuf import duration_pb2
 from service.config import Config
 from service.errors import StreamError
 from service.session_config import validate
-from voxgate_client._proto import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2 as pb
 
 LANGS = ("en-US",)
 

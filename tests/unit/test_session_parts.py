@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_sidecar.engine import Closed, Delta, Diagnostic, Flushed, Progress
+from engine_api.outputs import Closed, Delta, Diagnostic, Flushed, Progress
 from service.session.freeze import SLACK_MS, FreezeWatch, Frozen
 from service.session.intake import Chunk
 from service.session.replay import ReplayBuffer

@@ -5,7 +5,7 @@
 name: engine
 image: "{{ .image.repository }}:{{ .image.tag | default $.Chart.AppVersion }}"
 imagePullPolicy: {{ .image.pullPolicy }}
-command: ["voxgate", "sidecar"]
+command: ["python3", "-m", "engine_sidecar"]
 args:
   - --engine
   - {{ $preset.engine | quote }}

@@ -1,17 +1,25 @@
-"""Engine dataclasses <-> internal protobuf messages (the sidecar's edge)."""
+"""The contract's dataclasses <-> the engine API's protobuf messages: the one converter both sides use.
+
+The sidecar turns its engine's outputs, info and status into messages; the service turns messages back
+into the same dataclasses.
+"""
 
 from __future__ import annotations
 
-from ._proto import engine_pb2 as pb
-from .engine import Closed, Delta, Diagnostic, EngineInfo, EngineOutput, Flushed, PositionRuntime, Progress, Revision
+from collections.abc import Mapping
 
-DIAGNOSTIC_KINDS = {
-    "warning": pb.DIAGNOSTIC_KIND_WARNING,
-    "rollover": pb.DIAGNOSTIC_KIND_ROLLOVER,
-    "reanchor": pb.DIAGNOSTIC_KIND_REANCHOR,
-    "rut_recovery": pb.DIAGNOSTIC_KIND_RUT_RECOVERY,
-    "freeze_recovery": pb.DIAGNOSTIC_KIND_FREEZE_RECOVERY,
-    "reanchor_failed": pb.DIAGNOSTIC_KIND_REANCHOR_FAILED,
+from ._proto import engine_pb2 as pb
+from .info import EngineInfo, PositionMode, PositionRuntime
+from .outputs import Closed, Delta, Diagnostic, DiagnosticKind, EngineOutput, Flushed, Progress, Revision
+from .status import EngineStatus, SessionStat
+
+DIAGNOSTIC_KINDS: dict[DiagnosticKind, pb.DiagnosticKind.ValueType] = {
+    DiagnosticKind.WARNING: pb.DIAGNOSTIC_KIND_WARNING,
+    DiagnosticKind.ROLLOVER: pb.DIAGNOSTIC_KIND_ROLLOVER,
+    DiagnosticKind.REANCHOR: pb.DIAGNOSTIC_KIND_REANCHOR,
+    DiagnosticKind.RUT_RECOVERY: pb.DIAGNOSTIC_KIND_RUT_RECOVERY,
+    DiagnosticKind.FREEZE_RECOVERY: pb.DIAGNOSTIC_KIND_FREEZE_RECOVERY,
+    DiagnosticKind.REANCHOR_FAILED: pb.DIAGNOSTIC_KIND_REANCHOR_FAILED,
 }
 DIAGNOSTIC_NAMES = {v: k for k, v in DIAGNOSTIC_KINDS.items()}
 
@@ -50,7 +58,7 @@ def output_from_proto(msg: pb.SessionOutput) -> EngineOutput | None:
         return Flushed(marker=msg.flushed.marker, audio_ms=msg.flushed.audio_ms)
     if kind == "diagnostic":
         g = msg.diagnostic
-        return Diagnostic(kind=DIAGNOSTIC_NAMES.get(g.kind, "warning"), message=g.message, at_ms=g.at_ms)
+        return Diagnostic(kind=DIAGNOSTIC_NAMES.get(g.kind, DiagnosticKind.WARNING), message=g.message, at_ms=g.at_ms)
     if kind == "closed":
         return Closed(audio_ms=msg.closed.audio_ms)
     if kind == "progress":
@@ -74,3 +82,25 @@ def runtime_to_proto(runtime: PositionRuntime | None) -> pb.PositionRuntime | No
         kv_groups=[pb.KvGroupRuntime(kind=g.kind, block_size=g.block_size, window=g.window,
                                      attention_backend=g.attention_backend, key_layout=g.key_layout, dtype=g.dtype)
                    for g in runtime.kv_groups])
+
+
+def status_to_proto(info: EngineInfo, status: EngineStatus, counters: Mapping[str, int], *, active_sessions: int,
+                    opening_sessions: int, pid: int) -> pb.GetStatusResponse:
+    """The sidecar's answer to GetStatus: the engine's info and status, and the sidecar's own slot counts."""
+    return pb.GetStatusResponse(
+        ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
+        active_sessions=active_sessions, opening_sessions=opening_sessions, languages=list(info.languages),
+        counters=dict(counters), pid=pid, position_mode=info.position_mode,
+        position_mode_reason=info.position_mode_reason, position_runtime=runtime_to_proto(info.position_runtime),
+        interim_stability=info.interim_stability, admitting=status.admitting, admission_refusal=status.refusal,
+        sessions=[pb.SessionStat(session_id=s.session_id, audio_ms=s.audio_ms, reanchors=s.reanchors,
+                                 clock=s.clock, position_mode=s.position_mode) for s in status.sessions])
+
+
+def status_from_proto(msg: pb.GetStatusResponse) -> EngineStatus:
+    """The engine's status as the sidecar reported it. A sidecar that does not say (an older one) admits."""
+    return EngineStatus(
+        admitting=msg.admitting if msg.HasField("admitting") else True, refusal=msg.admission_refusal,
+        sessions=tuple(SessionStat(session_id=s.session_id, audio_ms=s.audio_ms, reanchors=s.reanchors,
+                                   clock=s.clock, position_mode=PositionMode.from_wire(s.position_mode))
+                       for s in msg.sessions))

@@ -404,7 +404,7 @@ Global___Closed: _TypeAlias = Closed  # noqa: Y015
 class Progress(_message.Message):
     """The engine has taken in the session's audio up to audio_ms (ms from the session's first sample):
     what it has not yet said about that audio waits for more audio, a flush or close, not for the engine.
-    Sent whenever it has advanced 500 ms (engine.PROGRESS_EVERY_MS) since the last one, so the service
+    Sent whenever it has advanced 500 ms (engine_api.outputs.PROGRESS_EVERY_MS) since the last one, so the service
     can tell a pause from a frozen engine session.
     """
 
@@ -478,6 +478,8 @@ class GetStatusResponse(_message.Message):
     POSITION_RUNTIME_FIELD_NUMBER: _builtins.int
     INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
     OPENING_SESSIONS_FIELD_NUMBER: _builtins.int
+    ADMITTING_FIELD_NUMBER: _builtins.int
+    ADMISSION_REFUSAL_FIELD_NUMBER: _builtins.int
     ready: _builtins.bool
     engine: _builtins.str
     model: _builtins.str
@@ -492,6 +494,12 @@ class GetStatusResponse(_message.Message):
     """As in Opened."""
     opening_sessions: _builtins.int
     """Of active_sessions, those whose engine session is still being opened (not yet in the engine's own count)."""
+    admitting: _builtins.bool
+    """The engine takes a new session now, a free slot aside (voxtral: every live session keeps up with real
+    time). Unset (a sidecar older than this field): admitting.
+    """
+    admission_refusal: _builtins.str
+    """Why not, when admitting is false."""
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -525,12 +533,16 @@ class GetStatusResponse(_message.Message):
         position_runtime: Global___PositionRuntime | None = ...,
         interim_stability: _builtins.str = ...,
         opening_sessions: _builtins.int = ...,
+        admitting: _builtins.bool | None = ...,
+        admission_refusal: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["position_runtime", b"position_runtime"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "admitting", b"admitting", "position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "counters", b"counters", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "active_sessions", b"active_sessions", "admission_refusal", b"admission_refusal", "admitting", b"admitting", "counters", b"counters", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__admitting: _TypeAlias = _typing.Literal["admitting"]  # noqa: Y015
+    _WhichOneofArgType__admitting: _TypeAlias = _typing.Literal["_admitting", b"_admitting"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__admitting) -> _WhichOneofReturnType__admitting | None: ...
 
 Global___GetStatusResponse: _TypeAlias = GetStatusResponse  # noqa: Y015
 
