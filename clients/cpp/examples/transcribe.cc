@@ -1,0 +1,199 @@
+// transcribe: streams an audio file to voxgate (voxgate.v1.Speech/StreamingRecognize) and
+// prints each final result as "[start → end] text", like `voxgate transcribe` and the
+// Node and Go examples.
+//
+//   transcribe FILE [--server HOST:PORT] [--no-pace] [--speed N] [--interim] [--language CODE]
+//                   [--encoding linear16|mulaw|alaw --sample-rate HZ] [--chunk-ms MS]
+//
+// FILE is a WAV file (16-bit PCM, any channel count, downmixed to mono; or mono mu-law /
+// A-law) or raw audio (then --sample-rate is required; --encoding, default linear16, says
+// what it is). The audio goes at its own rate and encoding (the server resamples) in
+// --chunk-ms pieces (100), paced in real time as a live source would send it, unless
+// --no-pace (as fast as flow control allows) or --speed N (N x real time).
+//
+// Interim results: on a terminal, a live line redrawn as they come; --interim prints each
+// one as a line "(interim) text" instead (for pipes and logs).
+//
+// Exit status: 0 on success, 1 when the RPC fails (the status code, voxgate's
+// google.rpc.ErrorInfo reason and any field violation go to stderr), 2 on bad usage or an
+// unreadable file.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "support.h"
+#include "voxgate/v1/speech.grpc.pb.h"
+
+namespace pb = voxgate::v1;
+
+namespace {
+
+const char kUsage[] =
+    "usage: transcribe FILE [--server HOST:PORT] [--no-pace] [--speed N] [--interim] [--language CODE]\n"
+    "                       [--encoding linear16|mulaw|alaw] [--sample-rate HZ] [--chunk-ms MS]\n";
+
+double Seconds(const google::protobuf::Duration& d) { return d.seconds() + d.nanos() / 1e9; }
+
+pb::AudioEncoding ToProto(vgx::Encoding encoding) {
+  switch (encoding) {
+    case vgx::Encoding::kMulaw: return pb::AUDIO_ENCODING_MULAW;
+    case vgx::Encoding::kAlaw: return pb::AUDIO_ENCODING_ALAW;
+    default: return pb::AUDIO_ENCODING_LINEAR16;
+  }
+}
+
+// Final results as lines; interim results as a live line on a terminal or, asked to, as lines.
+class Printer {
+ public:
+  explicit Printer(bool interim_lines) : interim_lines_(interim_lines), live_(isatty(STDOUT_FILENO) == 1) {}
+
+  void Result(const pb::RecognitionResult& result) {
+    const std::string text = vgx::Trim(result.text());
+    if (result.is_final()) {
+      Clear();
+      if (!text.empty()) {
+        std::printf("[%.2fs → %.2fs] %s\n", Seconds(result.start_offset()), Seconds(result.end_offset()),
+                    text.c_str());
+      }
+    } else if (interim_lines_) {
+      if (!text.empty()) std::printf("(interim) %s\n", text.c_str());
+    } else if (live_) {
+      const size_t width = Columns() - 1;
+      const std::string tail = text.size() > width ? text.substr(text.size() - width) : text;  // no wrapping
+      std::printf("\r\x1b[K%s", tail.c_str());
+      pending_ = true;
+    }
+    std::fflush(stdout);
+  }
+
+  // A warning or the session's end: on stderr, below any live line.
+  void Note(const std::string& line) {
+    Clear();
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+  void Finish() {
+    if (pending_) std::printf("\n");  // keep the last interim text visible
+    pending_ = false;
+    std::fflush(stdout);
+  }
+
+ private:
+  void Clear() {
+    if (pending_) std::printf("\r\x1b[K");
+    pending_ = false;
+  }
+
+  static size_t Columns() {
+    winsize size{};
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 ? size.ws_col : 80;
+  }
+
+  bool interim_lines_;
+  bool live_;
+  bool pending_ = false;
+};
+
+int Run(int argc, char** argv) {
+  vgx::Args args(argc, argv, {"no-pace", "interim", "help", "h"},
+                 {"server", "speed", "language", "encoding", "sample-rate", "chunk-ms"});
+  if (args.Flag("help") || args.Flag("h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  const double speed = args.Number("speed", 1);
+  const double raw_rate = args.Number("sample-rate", 0);
+  const double chunk_ms = args.Number("chunk-ms", 100);
+  std::string error = args.error();
+  vgx::Encoding raw_encoding = vgx::Encoding::kLinear16;
+  if (error.empty() && args.positional().size() != 1) error = "exactly one audio file is required";
+  if (error.empty() && speed <= 0) error = "--speed must be positive";
+  if (error.empty() && (chunk_ms < 10 || chunk_ms > 1000)) error = "--chunk-ms must be 10-1000";
+  if (error.empty() && !vgx::ParseEncoding(args.Get("encoding", "linear16"), &raw_encoding)) {
+    error = "--encoding must be linear16, mulaw or alaw";
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "%stranscribe: error: %s\n", kUsage, error.c_str());
+    return 2;
+  }
+  const std::string path = args.positional()[0];
+  vgx::Audio audio;
+  if (!vgx::ReadAudio(path, raw_encoding, static_cast<int>(raw_rate), &audio, &error)) {
+    std::fprintf(stderr, "transcribe: error: cannot read %s: %s\n", path.c_str(), error.c_str());
+    return 2;
+  }
+
+  auto channel = grpc::CreateChannel(args.Get("server", "127.0.0.1:50051"), grpc::InsecureChannelCredentials());
+  std::unique_ptr<pb::Speech::Stub> stub = pb::Speech::NewStub(channel);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::StreamingRecognizeRequest, pb::StreamingRecognizeResponse>> stream =
+      stub->StreamingRecognize(&context);
+
+  pb::StreamingRecognizeRequest first;
+  pb::StreamingConfig* config = first.mutable_config();
+  config->set_encoding(ToProto(audio.encoding));
+  config->set_sample_rate_hz(audio.sample_rate);
+  config->set_audio_channel_count(1);
+  config->set_language_code(args.Get("language", ""));
+  config->set_interim_results(true);
+
+  // One thread sends (config, paced audio, half-close) while this one reads the responses.
+  const std::vector<std::string> chunks = vgx::Chunks(audio, static_cast<int>(chunk_ms));
+  const double bytes_per_second = static_cast<double>(audio.sample_rate) * vgx::BytesPerSample(audio.encoding);
+  vgx::Pacer pacer(args.Flag("no-pace") ? 0 : speed);
+  std::thread writer([&] {
+    if (!stream->Write(first)) return;  // the call is over: Finish() says why
+    pb::StreamingRecognizeRequest request;
+    double sent_s = 0;
+    for (const std::string& chunk : chunks) {
+      if (!pacer.WaitFor(sent_s)) return;
+      request.set_audio(chunk);
+      if (!stream->Write(request)) return;
+      sent_s += chunk.size() / bytes_per_second;
+    }
+    stream->WritesDone();
+  });
+
+  Printer printer(args.Flag("interim"));
+  pb::StreamingRecognizeResponse response;
+  while (stream->Read(&response)) {
+    switch (response.response_case()) {
+      case pb::StreamingRecognizeResponse::kResult:
+        printer.Result(response.result());
+        break;
+      case pb::StreamingRecognizeResponse::kWarning:
+        printer.Note("warning: " + response.warning().code() + ": " + response.warning().message());
+        break;
+      case pb::StreamingRecognizeResponse::kEnded:
+        if (response.ended().reason() != pb::SESSION_END_REASON_CLIENT_END) {
+          std::string name = pb::SessionEndReason_Name(response.ended().reason());
+          const std::string prefix = "SESSION_END_REASON_";
+          if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+          for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          const std::string& message = response.ended().message();
+          printer.Note("session ended: " + name + (message.empty() ? "" : ": " + message));
+        }
+        break;
+      default:
+        break;  // started, speech events, flow status
+    }
+  }
+  pacer.Stop();
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  printer.Finish();
+  if (!status.ok()) {
+    std::fprintf(stderr, "transcribe: error: %s\n", vgx::Describe(status).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }
