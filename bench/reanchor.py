@@ -42,13 +42,11 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import re
 import shlex
 import sys
 import tempfile
 import time
-import wave
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,9 +56,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-AUDIO = ROOT / "tests" / "fixtures" / "audio" / "librivox_amiable_woman.wav"
+from engine_api.audio import BYTES_PER_MS  # noqa: E402
+from service.bench.audio import speech_with_pauses as speech  # noqa: E402
+from service.bench.machine import describe  # noqa: E402
+from service.bench.trace import pct  # noqa: E402
+
 RESULTS_DIR = ROOT / "bench" / "results"
-BYTES_PER_MS = 32  # 16 kHz mono PCM16
 CHUNK_MS = 80
 AROUND_GAPS = 3  # token gaps counted as "around" an event
 POSITION_BIN = 128  # tokens per row of the step-time-by-position table
@@ -77,10 +78,6 @@ EVENT_RE = re.compile(r"shifted down by (?P<tokens>\d+) to (?P<clock>\d+).*absol
 # -- statistics -----------------------------------------------------------------------
 
 
-def pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
 def dist(values: list[float]) -> dict[str, Any]:
     """n, mean, p50, p99, max of values (None where empty), rounded for the report."""
     def r(x: float | None) -> float | None:
@@ -92,23 +89,6 @@ def dist(values: list[float]) -> dict[str, Any]:
 
 def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else round(a / b, 3)
-
-
-# -- audio ----------------------------------------------------------------------------
-
-
-def speech(seconds: float, seed: int = 0) -> bytes:
-    """Real speech (a LibriVox clip) with pauses of varied length, cut to `seconds` (as tests/engine does)."""
-    with wave.open(str(AUDIO)) as w:
-        if (w.getframerate(), w.getnchannels(), w.getsampwidth()) != (16000, 1, 2):
-            raise SystemExit(f"{AUDIO}: expected 16 kHz mono PCM16")
-        clip = w.readframes(w.getnframes())
-    out = bytearray()
-    k = seed
-    while len(out) < seconds * 32000:
-        out += clip + bytes(32 * (300 + 170 * (k % 7)))
-        k += 1
-    return bytes(out[: int(seconds * 32000) // 2 * 2])
 
 
 # -- engine sessions ------------------------------------------------------------------
@@ -536,14 +516,6 @@ def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> 
 # -- report ---------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def torch_threads() -> int:
     import torch
 
@@ -554,9 +526,7 @@ def machine() -> dict[str, Any]:
     import torch
     import vllm
 
-    return {"cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)), "cpu": cpu_model(),
-            "platform": platform.platform(),
-            "python": platform.python_version(), "torch": torch.__version__, "vllm": str(vllm.__version__)}
+    return describe(torch=torch.__version__, vllm=str(vllm.__version__))
 
 
 def command_line() -> str:

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine_sidecar.voxtral.timing import StreamGeometry, geometry_from_tokenizer  # noqa: E402
 from service.bench.audio import SAMPLE_RATE, frames, load_loop  # noqa: E402
+from service.bench.driver import send_paced  # noqa: E402
 from service.bench.trace import SessionTrace, Thresholds, pct, summarize  # noqa: E402
 
 Send = Callable[[bytes], Awaitable[None]]
@@ -87,21 +88,19 @@ async def realtime_session(url: str, model: str, send_audio: Callable[[Send], Aw
 
 
 async def session(url: str, model: str, geo: StreamGeometry, trace: SessionTrace, chunks: list[bytes],
-                  t0: float, frame_ms: int) -> None:
+                  t0: float, frame_ms: int, tokens: list[float] | None = None) -> None:
+    """One session paced in real time: a non-empty delta is an interim result ending where the stream geometry
+    says its token's audio ends; `tokens` (when given) gets every token's arrival, blank ones too."""
     audio_ms = len(chunks) * frame_ms
 
     def on_token(k: int, text: str, now: float) -> None:
+        if tokens is not None:
+            tokens.append(now)
         if text:
             trace.results.append((now, max(0, min(geo.token_end_ms(k), audio_ms)), False))
 
     async def send_audio(send: Send) -> None:
-        for i, chunk in enumerate(chunks):
-            due = t0 + i * frame_ms / 1000
-            if (wait := due - time.monotonic()) > 0:
-                await asyncio.sleep(wait)
-            trace.scheduled.append(due)
-            trace.sent.append(time.monotonic())
-            await send(chunk)
+        await send_paced(trace, chunks, t0, frame_ms / 1000, send)
         trace.end_sent = time.monotonic()
 
     try:

@@ -66,5 +66,10 @@ class EngineCounters:
     sessions_active: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
+    def opened(self) -> None:
+        """A session was opened (its engine gives it back: sessions_active -= 1, once)."""
+        self.sessions_total += 1
+        self.sessions_active += 1
+
     def as_dict(self) -> dict[str, int]:
         return {"sessions_total": self.sessions_total, "sessions_active": self.sessions_active, **self.extra}

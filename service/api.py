@@ -15,13 +15,16 @@ from voxgate_client.v1 import speech_pb2 as pb
 from voxgate_client.v1 import speech_pb2_grpc
 
 from . import errors, metrics, proto_edge, request_stream, tracing
+from .audio.decode import Encoding
 from .capacity import CapacityAudit, CapacityCounts
 from .clock import Clock
 from .config import Config
 from .events import ClientInput, EndReason, SessionOutput
 from .security import Tenant, current_tenant
-from .session.core import EngineSource, Session
-from .session_config import ENCODINGS, MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
+from .session.core import Session
+from .session.engine_link import SidecarEngines
+from .session.engine_source import EngineSource
+from .session_config import MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
 from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("api")
@@ -32,7 +35,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                  on_capacity_change: Callable[[], None] = lambda: None) -> None:
         self._config = config
         self._supervisor = supervisor
-        self._engines: EngineSource = supervisor
+        self._engines: EngineSource = SidecarEngines(supervisor)
         self._clock = clock
         self._sessions: dict[str, Session] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
@@ -198,7 +201,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         c = self._config
         status = self._supervisor.status
         return pb.GetCapabilitiesResponse(
-            encodings=list(ENCODINGS), min_sample_rate_hz=MIN_RATE_HZ, max_sample_rate_hz=MAX_RATE_HZ,
+            encodings=[e.proto for e in Encoding], min_sample_rate_hz=MIN_RATE_HZ, max_sample_rate_hz=MAX_RATE_HZ,
             max_audio_channel_count=MAX_CHANNELS, languages=list(self._languages()),
             engine=pb.EngineInfo(name=status.engine if status else c.engine,
                                  model=status.model if status else c.model),

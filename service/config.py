@@ -92,8 +92,8 @@ HELP = {
     "keepalive_timeout_s": "how long a ping may go unanswered before the connection is taken for dead",
     "engine_recovery_timeout_s": "how long a live session waits for a restarted engine before it ends",
     "freeze_timeout_s": "audio sent but not taken in by the engine for this long: the engine session is reset "
-                        "(a pause is not a freeze; the voxtral engine's own freeze_timeout_s option restarts its "
-                        "request inside the sidecar first)",
+                        "(a pause is not a freeze; the voxtral engine's own stall watchdog, --engine-option "
+                        "stall_timeout_s=10, restarts its request inside the sidecar first)",
     "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",
     "flow_status_interval_ms": "default interval of FlowStatus responses (when a client enables them)",
     "otel_endpoint": "OTLP/gRPC endpoint for session traces, e.g. http://127.0.0.1:4317 (needs the otel extra)",

@@ -22,7 +22,7 @@ from .events import (
     SpeechEvent,
     Started,
 )
-from .session_config import ENCODING_TO_PROTO, SessionConfig
+from .session_config import SessionConfig
 from .transcript import Result
 
 END_REASONS = {
@@ -78,7 +78,7 @@ def client_input(msg: pb.StreamingRecognizeRequest) -> ClientInput:
 
 def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
     return pb.StreamingConfig(
-        encoding=ENCODING_TO_PROTO[cfg.encoding], sample_rate_hz=cfg.sample_rate_hz, audio_channel_count=1,
+        encoding=cfg.encoding.proto, sample_rate_hz=cfg.sample_rate_hz, audio_channel_count=1,
         language_code=cfg.language_code, interim_results=cfg.interim_results,
         enable_word_time_offsets=cfg.word_time_offsets,
         endpointing=pb.EndpointingConfig(silence_ms=cfg.endpointing_silence_ms),

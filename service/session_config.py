@@ -17,12 +17,6 @@ MAX_RATE_HZ = 48000
 MAX_CHANNELS = 1
 MAX_LANGUAGE_CODE_CHARS = 35  # RFC 5646 §4.4.1: the longest tag implementations must keep
 LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_-]*")  # "en-US" (BCP-47); "en_US" as some clients write it; "" = default
-ENCODINGS = {
-    pb.AUDIO_ENCODING_LINEAR16: Encoding.LINEAR16,
-    pb.AUDIO_ENCODING_MULAW: Encoding.MULAW,
-    pb.AUDIO_ENCODING_ALAW: Encoding.ALAW,
-}
-ENCODING_TO_PROTO = {v: k for k, v in ENCODINGS.items()}
 
 
 @dataclass(frozen=True)
@@ -52,9 +46,9 @@ def _limit(requested: float, server_max: float, field: str) -> float:
 
 
 def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]) -> SessionConfig:
-    if msg.encoding not in ENCODINGS:
+    if (encoding := Encoding.from_proto(msg.encoding)) is None:
         raise errors.unsupported_format(
-            "config.encoding", f"encoding must be one of LINEAR16, MULAW, ALAW (got {msg.encoding})")
+            "config.encoding", f"encoding must be one of {', '.join(e.name for e in Encoding)} (got {msg.encoding})")
     if not MIN_RATE_HZ <= msg.sample_rate_hz <= MAX_RATE_HZ:
         raise errors.unsupported_format(
             "config.sample_rate_hz",
@@ -80,7 +74,7 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
             "config.endpointing.silence_ms",
             f"endpointing.silence_ms must be 0..{server.max_endpointing_silence_ms} (got {silence})")
     return SessionConfig(
-        encoding=ENCODINGS[msg.encoding],
+        encoding=encoding,
         sample_rate_hz=msg.sample_rate_hz,
         language_code=language or (languages[0] if languages else ""),
         interim_results=msg.interim_results,

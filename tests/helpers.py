@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,3 +236,49 @@ def fake_script(tmp: Path, **script: object) -> str:
     path = tmp / f"script-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(script))
     return str(path)
+
+
+@dataclass
+class HeldStream:
+    """A StreamingRecognize call that has started its session and stays open until release()."""
+
+    call: grpc.Future
+    started: pb.StreamingRecognizeResponse
+    _release: threading.Event
+    acked: pb.StreamingRecognizeResponse | None = None  # with audio: the FlowStatus that acknowledged all of it
+
+    def release(self) -> list[pb.StreamingRecognizeResponse]:
+        """Half-close; the rest of the responses, to the end of the session."""
+        self._release.set()
+        return list(self.call)
+
+    def stop_sending(self) -> None:
+        self._release.set()
+
+
+def hold_stream(channel: grpc.Channel, metadata: Sequence[tuple[str, str]] = (), audio: bytes = b"") -> HeldStream:
+    """A session started and held open. `audio`: sent after the config, and held until the server acknowledged
+    it (such a session is resumable; one without audio ends as soon as its client vanishes)."""
+    release = threading.Event()
+
+    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100)) if audio \
+            else config_request()
+        if audio:
+            yield pb.StreamingRecognizeRequest(audio=audio)
+        release.wait(60)
+
+    call = speech_pb2_grpc.SpeechStub(channel).StreamingRecognize(requests(), metadata=metadata, timeout=60)
+    try:
+        first = next(call)
+    except BaseException:
+        release.set()
+        raise
+    assert first.WhichOneof("response") == "started", first
+    acked = None
+    if audio:
+        for response in call:
+            if response.HasField("flow_status") and response.flow_status.acked_audio_bytes >= len(audio):
+                acked = response
+                break
+    return HeldStream(call, first, release, acked)

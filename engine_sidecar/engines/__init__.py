@@ -21,7 +21,7 @@ def create_engine(name: str, model: str, max_sessions: int, options: Mapping[str
 
         return FakeEngine(script_path=model, max_sessions=max_sessions)
     if name == "voxtral":
-        from .voxtral import VoxtralEngine
+        from .voxtral_engine import VoxtralEngine
 
         return VoxtralEngine(model=model, max_sessions=max_sessions, options=options)
     raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_NAMES)}")

@@ -18,17 +18,16 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import EngineInfo
-from engine_api.outputs import Closed, Delta, EngineOutput, Flushed
+from engine_api.outputs import Delta, Flushed
 from engine_api.status import EngineStatus
 
 from ..engine import EngineCounters
-from ..output_queue import OutputChannel
+from .base import ChannelSession
 
 VOCABULARY = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 WORD_DURATION_MS = 300
@@ -55,19 +54,13 @@ class FakeScript:
         return cls(words=words, **raw)
 
 
-class FakeSession:
+class FakeSession(ChannelSession):
     def __init__(self, script: FakeScript, counters: EngineCounters) -> None:
+        super().__init__(counters)
         self._script = script
-        self._counters = counters
-        self._out = OutputChannel()
-        self._audio_ms = 0
         self._speech_ms = 0
         self._pending = list(script.words)
         self._generated = 0
-        self._released = False
-
-    def outputs(self) -> AsyncIterator[EngineOutput]:
-        return self._out.__aiter__()
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         s = self._script
@@ -99,20 +92,6 @@ class FakeSession:
         await self._emit_until(self._audio_ms)
         await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
 
-    async def close(self) -> None:
-        await self.flush(marker=0)
-        self._release()
-        await self._out.put(Closed(audio_ms=self._audio_ms))
-
-    async def abort(self) -> None:
-        self._release()
-        self._out.end_now()
-
-    def _release(self) -> None:
-        if not self._released:
-            self._released = True
-            self._counters.sessions_active -= 1
-
 
 class FakeEngine:
     def __init__(self, script_path: str, max_sessions: int) -> None:
@@ -127,8 +106,7 @@ class FakeEngine:
     async def open_session(self, session_id: str, language_code: str) -> FakeSession:
         if self._script.open_ms:
             await asyncio.sleep(self._script.open_ms / 1000)
-        self._counters.sessions_total += 1
-        self._counters.sessions_active += 1
+        self._counters.opened()
         return FakeSession(self._script, self._counters)
 
     def status(self) -> EngineStatus:

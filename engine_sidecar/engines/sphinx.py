@@ -15,16 +15,15 @@ decoder says for the utterance's samples.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
 from engine_api.info import INTERIM_REVISABLE, EngineInfo
-from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Revision
+from engine_api.outputs import Delta, Flushed, Revision
 from engine_api.status import EngineStatus
 
 from ..engine import EngineCounters
-from ..output_queue import OutputChannel
+from .base import ChannelSession
 
 FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
 STABLE_MS = 600
@@ -69,20 +68,14 @@ def _agreed_prefix(hypotheses: list[list[Word]]) -> int:
     return n
 
 
-class SphinxSession:
+class SphinxSession(ChannelSession):
     def __init__(self, decoder: object, counters: EngineCounters) -> None:
+        super().__init__(counters)
         self._decoder = decoder
-        self._counters = counters
-        self._out = OutputChannel()
-        self._audio_ms = 0
         self._utterance_start_ms = 0
         self._committed: list[Word] = []  # emitted as deltas in this utterance
         self._history: list[tuple[int, list[Word]]] = []  # (audio_ms, hypothesis)
-        self._released = False
         decoder.start_utt()  # type: ignore[attr-defined]
-
-    def outputs(self) -> AsyncIterator[EngineOutput]:
-        return self._out.__aiter__()
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         words = await asyncio.to_thread(self._decode, pcm16)
@@ -129,20 +122,6 @@ class SphinxSession:
         self._history = []
         await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
 
-    async def close(self) -> None:
-        await self.flush(marker=0)
-        self._release()
-        await self._out.put(Closed(audio_ms=self._audio_ms))
-
-    async def abort(self) -> None:
-        self._release()
-        self._out.end_now()
-
-    def _release(self) -> None:
-        if not self._released:
-            self._released = True
-            self._counters.sessions_active -= 1
-
 
 class SphinxEngine:
     def __init__(self, model: str, max_sessions: int) -> None:
@@ -167,8 +146,7 @@ class SphinxEngine:
 
     async def open_session(self, session_id: str, language_code: str) -> SphinxSession:
         decoder = await asyncio.to_thread(self._new_decoder)
-        self._counters.sessions_total += 1
-        self._counters.sessions_active += 1
+        self._counters.opened()
         return SphinxSession(decoder, self._counters)
 
     def status(self) -> EngineStatus:

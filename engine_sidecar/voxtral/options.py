@@ -10,6 +10,8 @@ from typing import Any
 from ..reanchor.settings import ReanchorSettings
 
 VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
+# Old option names still taken (--engine-option OLD=...): old name -> new name.
+RENAMED = {"freeze_timeout_s": "stall_timeout_s"}
 
 
 @dataclass(frozen=True)
@@ -40,21 +42,28 @@ class VoxtralOptions:
     max_backlog_ms: int = 3000  # audio pushed but not yet transcribed before push_audio waits
     admission_max_lag_ms: int = 1000  # refuse new sessions while a session lags real time by more (0: off)
     rut_blank_frames: int = 200  # blank run over speech that counts as a rut (0: off)
-    freeze_timeout_s: float = 10.0  # no output while audio is fed (0: off)
+    # The engine's stall watchdog: no output while audio is fed, for this long, restarts the session's request
+    # (0: off). Not the service's freeze watch (`voxgate serve --freeze-timeout-s`, 15 s), which resets the
+    # whole engine session when the engine stops taking audio in.
+    stall_timeout_s: float = 10.0
     emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
     blank_logit_bias: float = 0.0  # added to the blank token's logit (tests: a large value forces a rut)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
-        """Unknown keys are an error (a typo in a flag must not be silently ignored); '-' means '_'."""
+        """Unknown keys are an error (a typo in a flag must not be silently ignored); '-' means '_'; an old
+        name (RENAMED) means its new one."""
         if not values:
             return cls()
         names = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in values.items():
             name = key.replace("-", "_")
+            name = RENAMED.get(name, name)
             if name not in names:
                 raise ValueError(f"unknown voxtral option {key!r}; known: {', '.join(sorted(names))}")
+            if name in kwargs:
+                raise ValueError(f"voxtral option {name!r} given twice (once as {key!r})")
             kwargs[name] = value
         opts = cls(**kwargs)
         opts.validate()

@@ -86,7 +86,7 @@ class VoxtralSession:
         self.released = False
         self._closing = False
         self._reader_slow = False  # a driver waits for room in the output channel: not an engine freeze
-        self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.freeze_timeout_s,
+        self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.stall_timeout_s,
                              self._g.frame_ms, ctx.clock)
         self._stream = self._start_stream(0, None, None)
 
@@ -334,7 +334,7 @@ class VoxtralSession:
         limit = self._ctx.options.max_backlog_ms
         while self._pushed_ms() - self._covered_ms > limit and self._error is None:
             self._progress.clear()
-            timeout = self._ctx.options.freeze_timeout_s or None
+            timeout = self._ctx.options.stall_timeout_s or None
             try:
                 await asyncio.wait_for(self._progress.wait(), timeout)
             except TimeoutError:

@@ -4,7 +4,9 @@
   (healthy blank runs over speech are tens to ~165 frames; ruts are thousands).
   Declared when the run of blank tokens exceeds K frames *and* most of the audio
   pushed during that run was speech by the service's VAD.
-- Freeze: audio is being fed but no token has come out for T seconds.
+- Stall: audio is being fed but no token has come out for T seconds
+  (`stall_timeout_s`; reported as a FREEZE_RECOVERY diagnostic). The service
+  has its own, coarser watch (`--freeze-timeout-s`: service/session/freeze.py).
 
 Pure bookkeeping: the session asks check() and recovers (rollover) itself.
 Time comes from an injected clock.
@@ -24,7 +26,7 @@ FREEZE = DiagnosticKind.FREEZE_RECOVERY
 @dataclass
 class Watchdog:
     rut_blank_frames: int  # K; 0 disables
-    freeze_timeout_s: float  # T; 0 disables
+    stall_timeout_s: float  # T; 0 disables
     frame_ms: int
     clock: Callable[[], float]
     blank_run: int = 0
@@ -56,6 +58,6 @@ class Watchdog:
         k = self.rut_blank_frames
         if k and self.blank_run > k and self.speech_ms_in_run * 2 >= k * self.frame_ms:
             return RUT
-        if self.freeze_timeout_s and backlog_ms > 0 and self.clock() - self.last_output_at > self.freeze_timeout_s:
+        if self.stall_timeout_s and backlog_ms > 0 and self.clock() - self.last_output_at > self.stall_timeout_s:
             return FREEZE
         return None

@@ -78,6 +78,15 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
+def blocks_held(window: int, block_size: int, max_model_len: int, tokens_per_step: int = 1) -> int:
+    """KV blocks one stream holds in a sliding-window group in steady state: min(window - 1 + tokens scheduled
+    in the step, max_model_len) tokens in whole blocks, +1 because the window rarely starts on a block boundary
+    (module doc). A full-attention group is a window of max_model_len. The one formula: the sidecar's admission
+    (engine_sidecar/voxtral/admission.py) counts the sessions its KV pool holds with it too."""
+    held = min(window - 1 + tokens_per_step, max_model_len)
+    return -(-held // block_size) + 1
+
+
 @dataclass(frozen=True)
 class KVGroup:
     """One KV-cache group as the block manager sees it."""
@@ -99,8 +108,7 @@ class KVGroup:
         return self.block_size * self.bytes_per_token
 
     def blocks_per_stream(self, max_model_len: int, tokens_per_step: int = 1) -> int:
-        held = min(self.window - 1 + tokens_per_step, max_model_len)
-        return -(-held // self.block_size) + 1
+        return blocks_held(self.window, self.block_size, max_model_len, tokens_per_step)
 
     def bytes_per_stream(self, max_model_len: int, tokens_per_step: int = 1) -> int:
         return self.blocks_per_stream(max_model_len, tokens_per_step) * self.block_bytes

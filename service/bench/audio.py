@@ -1,4 +1,4 @@
-"""Real speech to send: the 16 kHz mono fixtures as one loop, cut into paced frames."""
+"""Real speech to send: the 16 kHz mono clips shipped with the package as one loop, cut into paced frames."""
 
 from __future__ import annotations
 
@@ -7,22 +7,29 @@ from pathlib import Path
 
 import numpy as np
 
-SAMPLE_RATE = 16000
-AUDIO_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "audio"
+from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
+
+SAMPLE_RATE = SAMPLE_RATE_HZ  # the clips' rate, sent as LINEAR16: what the engine takes, so nothing resamples
+# Package data (pyproject: [tool.setuptools.package-data]), so an installed wheel has them too; the repository's
+# tests/fixtures/audio/*.wav are links to these files.
+AUDIO_DIR = Path(__file__).resolve().parent / "clips"
+LONG_CLIP = "librivox_amiable_woman.wav"  # the longest (5.95 s), one sentence of read speech
+
+
+def read_clip(path: Path) -> np.ndarray | None:
+    """A 16 kHz mono PCM16 WAV's samples; None for a file in another format."""
+    with wave.open(str(path)) as w:
+        if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
+            return None
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
 
 
 def load_loop(audio_dir: Path = AUDIO_DIR) -> np.ndarray:
-    """Every 16 kHz mono PCM16 WAV in `audio_dir`, concatenated (the fixtures: ~17 s of speech)."""
-    parts: list[np.ndarray] = []
-    for path in sorted(audio_dir.glob("*.wav")) if audio_dir.is_dir() else ():
-        with wave.open(str(path)) as w:
-            if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
-                continue
-            parts.append(np.frombuffer(w.readframes(w.getnframes()), dtype="<i2"))
+    """Every 16 kHz mono PCM16 WAV in `audio_dir`, concatenated (the shipped clips: ~17 s of speech)."""
+    paths = sorted(audio_dir.glob("*.wav")) if audio_dir.is_dir() else []
+    parts = [x for x in map(read_clip, paths) if x is not None]
     if not parts:
-        hint = "" if audio_dir != AUDIO_DIR else (
-            " (the repository's fixtures, absent from an installed wheel: pass --audio-dir DIR with "
-            "16 kHz mono PCM16 WAV files of speech)")
+        hint = "" if audio_dir != AUDIO_DIR else " (the clips shipped with voxgate: is the package complete?)"
         raise SystemExit(f"no 16 kHz mono PCM16 WAV files in {audio_dir}{hint}")
     return np.concatenate(parts)
 
@@ -35,3 +42,19 @@ def frames(loop: np.ndarray, offset_samples: int, duration_s: float, frame_ms: i
     pcm = loop[idx].astype("<i2").tobytes()
     step = per * 2
     return [pcm[i * step:(i + 1) * step] for i in range(n)]
+
+
+def speech_with_pauses(seconds: float, seed: int = 0, clip: Path = AUDIO_DIR / LONG_CLIP) -> bytes:
+    """Real speech with pauses of varied length, cut to `seconds`: the clip, then 300 + 170 x (k mod 7) ms of
+    silence, k counting up from `seed`, again and again (PCM16 bytes)."""
+    samples = read_clip(clip)
+    if samples is None:
+        raise SystemExit(f"{clip}: expected 16 kHz mono PCM16")
+    pcm = samples.astype("<i2").tobytes()
+    per_s = 1000 * BYTES_PER_MS
+    out = bytearray()
+    k = seed
+    while len(out) < seconds * per_s:
+        out += pcm + bytes(BYTES_PER_MS * (300 + 170 * (k % 7)))
+        k += 1
+    return bytes(out[: int(seconds * per_s) // 2 * 2])

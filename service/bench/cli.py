@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import datetime as dt
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .machine import describe
 
 if TYPE_CHECKING:  # the heavy imports (numpy, grpc) wait for `voxgate bench` itself
     from .driver import LevelResult
@@ -55,8 +54,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
                       "phase within a frame")
     load.add_argument("--language", help="language_code of every session (default: the server's English)")
     load.add_argument("--audio-dir", type=Path, default=None, metavar="DIR",
-                      help="16 kHz mono PCM16 WAV files of speech, played as one loop (default: the repository's "
-                      "tests/fixtures/audio; needed when voxgate is installed from a wheel)")
+                      help="16 kHz mono PCM16 WAV files of speech, played as one loop (default: the ~17 s of "
+                      "clips shipped with voxgate, service/bench/clips)")
     load.add_argument("--retries", type=int, default=1, help="reruns of a lost level before the sweep stops")
     judge = p.add_argument_group("keeping up (a level is held when every session does)")
     judge.add_argument("--max-latency-p95-s", type=float, default=None,
@@ -139,7 +138,7 @@ async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return {
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "command": "voxgate bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:]),
-        "machine": _machine(), "engine": engine, "model": model or None, "target": target,
+        "machine": describe(), "engine": engine, "model": model or None, "target": target,
         "server_ready_s": server.ready_s if server is not None else None,
         "duration_s": args.duration, "speed": args.speed, "frame_ms": args.frame_ms,
         "stagger_s": args.stagger_s, "ref_shift_ms": ref_shift, "language": plan.language,
@@ -148,17 +147,6 @@ async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "runtime_s": round(time.monotonic() - t_begin, 1),
         "levels": [asdict(r) for r in results],
     }
-
-
-def _machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {"cpus": os.cpu_count(), "cpu": cpu, "platform": platform.platform(),
-            "python": platform.python_version(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def run_bench(args: argparse.Namespace) -> int:

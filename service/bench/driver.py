@@ -8,6 +8,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,21 @@ class LevelResult:
     proc_series: list[tuple[float, dict[str, tuple[float, float]]]] = field(default_factory=list)
 
 
+async def send_paced(trace: SessionTrace, chunks: list[bytes], t0: float, period_s: float,
+                     send: Callable[[bytes], Awaitable[None]], stop: Callable[[], bool] = lambda: False) -> None:
+    """Send chunk i at t0 + i x period_s (or as soon as the previous send returned, when late), noting in
+    `trace` when each was due and sent; stops early once `stop()` says so."""
+    for i, chunk in enumerate(chunks):
+        due = t0 + i * period_s
+        if (wait := due - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
+        if stop():
+            return
+        trace.scheduled.append(due)
+        trace.sent.append(time.monotonic())
+        await send(chunk)
+
+
 async def run_session(channel: grpc.aio.Channel, trace: SessionTrace, chunks: list[bytes], t0: float,
                       plan: Plan) -> None:
     stub = speech_pb2_grpc.SpeechStub(channel)
@@ -92,18 +108,13 @@ async def run_session(channel: grpc.aio.Channel, trace: SessionTrace, chunks: li
             elif kind == "ended":
                 trace.ended = now
 
+    async def write(chunk: bytes) -> None:
+        await call.write(pb.StreamingRecognizeRequest(audio=chunk))
+
     reader = asyncio.create_task(read())
-    period = plan.frame_ms / 1000 / plan.speed
     try:
-        for i, chunk in enumerate(chunks):
-            due = t0 + i * period
-            if (wait := due - time.monotonic()) > 0:
-                await asyncio.sleep(wait)
-            if reader.done():
-                break  # the server ended the call: its status says why
-            trace.scheduled.append(due)
-            trace.sent.append(time.monotonic())
-            await call.write(pb.StreamingRecognizeRequest(audio=chunk))
+        # Stops when the server ended the call: its status says why.
+        await send_paced(trace, chunks, t0, plan.frame_ms / 1000 / plan.speed, write, reader.done)
         if not reader.done():
             trace.end_sent = time.monotonic()
             await call.done_writing()

@@ -1,8 +1,11 @@
 """CPU and RSS of the bench and the server's processes, by role, sampled over time.
 
 Roles: `bench` (this process: the load generator), `service` (the voxgate server),
-`sidecar` (its engine sidecar) and `engine` (the sidecar's children, e.g. vLLM's
-EngineCore). Read from /proc (Linux).
+`sidecar` (its engine sidecar), `engine` (the sidecar's children, e.g. vLLM's
+EngineCore), `other` (the server's other children), `bench-children` (this
+process's children outside the servers: an engine run in-process, as
+bench/overhead.py does), and for each further server given its own two roles.
+Read from /proc (Linux).
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..sidecar import SIDECAR_MODULE
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -42,30 +48,51 @@ def _all_pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
-def snapshot(server_pid: int | None) -> dict[str, tuple[float, int]]:
-    """{role: (CPU seconds so far, RSS bytes)} for this process and the server's process tree."""
+def is_sidecar(cmdline: str) -> bool:
+    """The engine sidecar's command line: `python -m engine_sidecar ...` (or `voxgate sidecar ...`)."""
+    words = cmdline.split()
+    return any(a == "-m" and b == SIDECAR_MODULE for a, b in zip(words, words[1:], strict=False)) \
+        or "sidecar" in words[1:4]
+
+
+# Another server this process started: (its pid, its role, its descendants' role), e.g. vLLM's own server.
+OtherServer = tuple[int | None, str, str]
+
+
+def _always(role: str) -> Callable[[str, ProcSample], str]:
+    return lambda _parent, _sample: role
+
+
+def snapshot(server_pid: int | None, others: Sequence[OtherServer] = ()) -> dict[str, tuple[float, int]]:
+    """{role: (CPU seconds so far, RSS bytes)} for this process and its process tree, by role (module doc)."""
     procs = {s.pid: s for p in _all_pids() if (s := _read_proc(p)) is not None}
-    out: dict[str, tuple[float, int]] = {}
-
-    def add(role: str, s: ProcSample) -> None:
-        cpu, rss = out.get(role, (0.0, 0))
-        out[role] = (cpu + s.cpu_s, rss + s.rss_bytes)
-
-    me = procs.get(os.getpid())
-    if me is not None:
-        add("bench", me)
-    if server_pid is None or server_pid not in procs:
-        return out
     children: dict[int, list[int]] = {}
     for s in procs.values():
         children.setdefault(s.ppid, []).append(s.pid)
-    add("service", procs[server_pid])
-    stack = [(c, "sidecar" if " sidecar " in f" {procs[c].cmdline} " else "other")
-             for c in children.get(server_pid, [])]
-    while stack:
-        pid, role = stack.pop()
-        add(role, procs[pid])
-        stack += [(c, "engine" if role == "sidecar" else role) for c in children.get(pid, [])]
+    out: dict[str, tuple[float, int]] = {}
+    seen: set[int] = set()
+
+    def walk(root: int, role: str, child_role: Callable[[str, ProcSample], str]) -> None:
+        stack = [(root, role)]
+        while stack:
+            pid, r = stack.pop()
+            seen.add(pid)
+            cpu, rss = out.get(r, (0.0, 0))
+            out[r] = (cpu + procs[pid].cpu_s, rss + procs[pid].rss_bytes)
+            stack += [(c, child_role(r, procs[c])) for c in children.get(pid, []) if c not in seen]
+
+    def voxgate_role(parent: str, s: ProcSample) -> str:
+        if parent == "service":
+            return "sidecar" if is_sidecar(s.cmdline) else "other"
+        return "engine" if parent == "sidecar" else parent
+
+    if server_pid in procs:
+        walk(server_pid, "service", voxgate_role)
+    for pid, role, below in others:
+        if pid in procs:
+            walk(pid, role, _always(below))
+    if (me := os.getpid()) in procs:  # last: the servers' trees are taken
+        walk(me, "bench", _always("bench-children"))
     return out
 
 

@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -34,8 +35,8 @@ class ServerProc:
     log_path: Path
     proc: subprocess.Popen[str] | None = None
     target: str = ""
-    ready_s: float = 0.0
-    extra: list[str] = field(default_factory=list)
+    ready_s: float = 0.0  # launch -> SERVING
+    launched_at: float = 0.0
 
     @classmethod
     def for_engine(cls, engine: str, model: str, max_sessions: int, log_path: Path, extra: list[str]) -> ServerProc:
@@ -50,30 +51,40 @@ class ServerProc:
         return self.proc.pid if self.proc is not None else None
 
     def launch(self) -> subprocess.Popen[str]:
+        self.launched_at = time.monotonic()
         with self.log_path.open("w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
         return self.proc
 
     async def start(self, timeout_s: float = 300.0) -> None:
-        t0 = time.monotonic()
         self.launch()
+        await self.wait_ready(timeout_s)
+
+    async def wait_ready(self, timeout_s: float = 300.0) -> None:
+        """After `launch`: its address from its first line, then until it is SERVING."""
+        t0 = time.monotonic()
         assert self.proc is not None and self.proc.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(self.proc.stdout.readline), timeout_s)
         if not (m := re.search(r"listening on (\S+)", line)):
             raise RuntimeError(f"voxgate serve did not start: {line!r}; see {self.log_path}")
         self.target = m.group(1)
         await wait_serving(self.target, timeout_s - (time.monotonic() - t0), self.proc)
-        self.ready_s = round(time.monotonic() - t0, 2)
+        self.ready_s = round(time.monotonic() - self.launched_at, 2)
 
     async def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(self.proc.wait, 30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            await asyncio.to_thread(self.proc.wait)
+        await terminate(self.proc)
+
+
+async def terminate(proc: subprocess.Popen[Any] | None, grace_s: float = 30.0) -> None:
+    """SIGTERM, up to `grace_s` to exit, then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.to_thread(proc.wait, grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        await asyncio.to_thread(proc.wait)
 
 
 async def wait_serving(target: str, timeout_s: float, proc: subprocess.Popen[str] | None = None) -> None:

@@ -54,6 +54,7 @@ class SessionSummary:
     final_s: float | None  # end of audio (half-close) -> the last final result (or SessionEnded when none)
     ended_s: float | None  # end of audio -> SessionEnded
     slip_max_s: float  # the most a frame was sent behind its real-time schedule
+    slip_max_at_s: float  # when that frame was due, from the session's first (simultaneous in all: a stall)
     wall_over_audio: float | None  # (SessionEnded - first frame) / audio duration
     keeps_up: bool
     error: str
@@ -72,7 +73,9 @@ def summarize(t: SessionTrace, audio_s: float, th: Thresholds) -> SessionSummary
     end_ref = t.last_final or t.ended
     final = end_ref - t.end_sent if end_ref and t.end_sent else None
     ended = t.ended - t.end_sent if t.ended and t.end_sent else None
-    slip = max((s - d for s, d in zip(t.sent, t.scheduled, strict=True)), default=0.0)
+    slips = [s - d for s, d in zip(t.sent, t.scheduled, strict=True)]
+    slip = max(slips, default=0.0)
+    slip_at = t.scheduled[slips.index(slip)] - t.scheduled[0] if slips else 0.0
     wall = (t.ended - t.sent[0]) / audio_s if t.ended and t.sent else None
     error = t.error or ("" if t.results else "no result")
     p95 = pct(lats, 95)
@@ -84,5 +87,6 @@ def summarize(t: SessionTrace, audio_s: float, th: Thresholds) -> SessionSummary
         latency_p50_s=pct(lats, 50), latency_p95_s=p95, latency_p99_s=pct(lats, 99),
         latency_max_s=round(max(lats), 4) if lats else None,
         final_s=None if final is None else round(final, 4), ended_s=None if ended is None else round(ended, 4),
-        slip_max_s=round(slip, 4), wall_over_audio=None if wall is None else round(wall, 4),
+        slip_max_s=round(slip, 4), slip_max_at_s=round(slip_at, 2),
+        wall_over_audio=None if wall is None else round(wall, 4),
         keeps_up=ok, error=error)

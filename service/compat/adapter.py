@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +22,7 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors, request_stream
 from ..api import SpeechServicer
+from ..config import Config
 from ..events import AudioIn, ClientInput, EndReason, KeepAliveIn, SessionOutput, Started
 from ..session_config import SessionConfig
 from ..transcript import Result
@@ -178,3 +179,56 @@ async def first_streaming_request(requests: AsyncIterator[Any]) -> Any | None:
     if first is not None and first.WhichOneof("streaming_request") != "streaming_config":
         raise errors.protocol_order("the first request must carry streaming_config")
     return first
+
+
+class CompatServicer:
+    """What the vendor servicers share: their two RPCs up to their own request and response messages.
+
+    A subclass names its gRPC service, maps its vendor config to voxgate's (`voxgate_config`) and its field names
+    (`stream_fields`, `unary_fields`: errors name the field as the vendor's request does), and turns what
+    `_streaming` and `_recognize` give into its own responses.
+    """
+
+    service: str
+    stream_fields: Mapping[str, str]
+    unary_fields: Mapping[str, str]
+
+    def __init__(self, speech: SpeechServicer, config: Config) -> None:
+        self._speech = speech
+        self._limit = config.max_audio_bytes_per_message
+
+    def voxgate_config(self, rc: Any, interim_results: bool, prefix: str) -> pb.StreamingConfig:
+        raise NotImplementedError
+
+    async def _streaming(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext,
+                         stop: asyncio.Event | None = None) -> AsyncIterator[tuple[Any, SessionConfig, SessionOutput,
+                                                                                      float]]:
+        """A StreamingRecognize: (its first request, the effective config, an output, the interim results'
+        stability) for every output of the session on the requests' `audio_content`, read until `stop` is set."""
+        requests = aiter(request_iterator)
+        try:
+            first = await first_streaming_request(requests)
+            if first is None:
+                return
+            sc = first.streaming_config
+            config = self.voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
+            inputs = stream_inputs(requests, "audio_content", "streaming_request", self._limit,
+                                   stop or asyncio.Event())
+            stability = REVISABLE_STABILITY
+            async for cfg, out in session(self._speech, self.service, config, inputs, context):
+                if isinstance(out, Started):
+                    stability = interim_stability(out)
+                yield first, cfg, out, stability
+        except errors.StreamError as exc:
+            await abort(context, exc, self.stream_fields)
+
+    async def _recognize(self, rc: Any, audio: Callable[[], bytes], context: grpc.aio.ServicerContext
+                         ) -> tuple[SessionConfig, list[Result]]:
+        """A Recognize: the whole `audio()` (which may refuse the request) as one session, its final results."""
+        try:
+            data = audio()
+            config = self.voxgate_config(rc, False, "config.")
+            return await finals(self._speech, self.service, config, whole_audio(data, self._limit), context)
+        except errors.StreamError as exc:
+            await abort(context, exc, self.unary_fields)
+            raise AssertionError("unreachable: abort raises") from exc

@@ -16,9 +16,7 @@ from google.protobuf import duration_pb2
 from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors
-from ..api import SpeechServicer
-from ..config import Config
-from ..events import SpeechEvent, Started
+from ..events import SpeechEvent
 from ..transcript import Result
 from . import adapter
 from ._proto import cloud_speech_pb2 as gs
@@ -70,57 +68,41 @@ def _event(kind: int, offset_ms: int) -> gs.StreamingRecognizeResponse:
                                          speech_event_time=_duration(offset_ms))
 
 
-class GoogleSpeechServicer(cloud_speech_pb2_grpc.SpeechServicer):
-    def __init__(self, speech: SpeechServicer, config: Config) -> None:
-        self._speech = speech
-        self._limit = config.max_audio_bytes_per_message
+def _inline_audio(request: gs.RecognizeRequest) -> bytes:
+    source = request.audio.WhichOneof("audio_source")
+    if source is None:  # as Google's own: the audio is missing, not a uri
+        raise errors.invalid_config("audio.content", "no audio: set audio.content (inline audio bytes)")
+    if source != "content":
+        raise errors.invalid_config("audio.uri", "only inline audio.content is supported, not audio.uri")
+    return request.audio.content
+
+
+class GoogleSpeechServicer(adapter.CompatServicer, cloud_speech_pb2_grpc.SpeechServicer):
+    service, stream_fields, unary_fields = SERVICE, STREAM_FIELDS, UNARY_FIELDS
+    voxgate_config = staticmethod(voxgate_config)
 
     async def StreamingRecognize(
         self, request_iterator: AsyncIterator[gs.StreamingRecognizeRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[gs.StreamingRecognizeResponse]:
-        requests = aiter(request_iterator)
-        try:
-            first = await adapter.first_streaming_request(requests)
-            if first is None:
-                return
+        # single_utterance: at the end of the first utterance stop reading audio, as a half-close would.
+        end_of_utterance = asyncio.Event()
+        async for first, cfg, out, stability in self._streaming(request_iterator, context, end_of_utterance):
             sc = first.streaming_config
-            config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
-            # single_utterance: at the end of the first utterance stop reading audio, as a half-close would.
-            end_of_utterance = asyncio.Event()
-            inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
-                                           end_of_utterance)
-            stability = adapter.REVISABLE_STABILITY
-            async for cfg, out in adapter.session(self._speech, SERVICE, config, inputs, context):
-                if isinstance(out, Started):
-                    stability = adapter.interim_stability(out)
-                elif isinstance(out, Result):
-                    yield gs.StreamingRecognizeResponse(
-                        results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)])
-                elif isinstance(out, SpeechEvent):
-                    if sc.enable_voice_activity_events:
-                        kind = EventType.SPEECH_ACTIVITY_BEGIN if out.started else EventType.SPEECH_ACTIVITY_END
-                        yield _event(kind, out.offset_ms)
-                    if sc.single_utterance and not out.started and not end_of_utterance.is_set():
-                        end_of_utterance.set()
-                        yield _event(EventType.END_OF_SINGLE_UTTERANCE, out.offset_ms)
-        except errors.StreamError as exc:
-            await adapter.abort(context, exc, STREAM_FIELDS)
+            if isinstance(out, Result):
+                yield gs.StreamingRecognizeResponse(
+                    results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)])
+            elif isinstance(out, SpeechEvent):
+                if sc.enable_voice_activity_events:
+                    kind = EventType.SPEECH_ACTIVITY_BEGIN if out.started else EventType.SPEECH_ACTIVITY_END
+                    yield _event(kind, out.offset_ms)
+                if sc.single_utterance and not out.started and not end_of_utterance.is_set():
+                    end_of_utterance.set()
+                    yield _event(EventType.END_OF_SINGLE_UTTERANCE, out.offset_ms)
 
     async def Recognize(
         self, request: gs.RecognizeRequest, context: grpc.aio.ServicerContext
     ) -> gs.RecognizeResponse:
-        try:
-            source = request.audio.WhichOneof("audio_source")
-            if source is None:  # as Google's own: the audio is missing, not a uri
-                raise errors.invalid_config("audio.content", "no audio: set audio.content (inline audio bytes)")
-            if source != "content":
-                raise errors.invalid_config("audio.uri", "only inline audio.content is supported, not audio.uri")
-            config = voxgate_config(request.config, False, "config.")
-            cfg, results = await adapter.finals(
-                self._speech, SERVICE, config, adapter.whole_audio(request.audio.content, self._limit), context)
-        except errors.StreamError as exc:
-            await adapter.abort(context, exc, UNARY_FIELDS)
-            raise AssertionError("unreachable: abort raises") from exc
+        cfg, results = await self._recognize(request.config, lambda: _inline_audio(request), context)
         return gs.RecognizeResponse(results=[
             gs.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.word_time_offsets)],
                                        result_end_time=_duration(r.end_ms), language_code=cfg.language_code)

@@ -6,7 +6,6 @@ GetRivaSpeechRecognitionConfig. Which fields are honoured: docs/compat.md.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
@@ -14,9 +13,6 @@ import grpc
 from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors
-from ..api import SpeechServicer
-from ..config import Config
-from ..events import Started
 from ..transcript import Result
 from . import adapter
 from ._proto import riva_asr_pb2 as rasr
@@ -75,43 +71,22 @@ def _configs(caps: pb.GetCapabilitiesResponse) -> Iterable[rasr.RivaSpeechRecogn
                             "max_sample_rate_hz": str(caps.max_sample_rate_hz)})
 
 
-class RivaServicer(riva_asr_pb2_grpc.RivaSpeechRecognitionServicer):
-    def __init__(self, speech: SpeechServicer, config: Config) -> None:
-        self._speech = speech
-        self._limit = config.max_audio_bytes_per_message
+class RivaServicer(adapter.CompatServicer, riva_asr_pb2_grpc.RivaSpeechRecognitionServicer):
+    service, stream_fields, unary_fields = SERVICE, STREAM_FIELDS, UNARY_FIELDS
+    voxgate_config = staticmethod(voxgate_config)
 
     async def StreamingRecognize(
         self, request_iterator: AsyncIterator[rasr.StreamingRecognizeRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[rasr.StreamingRecognizeResponse]:
-        requests = aiter(request_iterator)
-        try:
-            first = await adapter.first_streaming_request(requests)
-            if first is None:
-                return
-            sc = first.streaming_config
-            config = voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
-            inputs = adapter.stream_inputs(requests, "audio_content", "streaming_request", self._limit,
-                                           asyncio.Event())
-            stability = adapter.REVISABLE_STABILITY
-            async for cfg, out in adapter.session(self._speech, SERVICE, config, inputs, context):
-                if isinstance(out, Started):
-                    stability = adapter.interim_stability(out)
-                elif isinstance(out, Result):
-                    result = streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)
-                    yield rasr.StreamingRecognizeResponse(results=[result], id=first.id)
-        except errors.StreamError as exc:
-            await adapter.abort(context, exc, STREAM_FIELDS)
+        async for first, cfg, out, stability in self._streaming(request_iterator, context):
+            if isinstance(out, Result):
+                result = streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)
+                yield rasr.StreamingRecognizeResponse(results=[result], id=first.id)
 
     async def Recognize(
         self, request: rasr.RecognizeRequest, context: grpc.aio.ServicerContext
     ) -> rasr.RecognizeResponse:
-        try:
-            config = voxgate_config(request.config, False, "config.")
-            cfg, results = await adapter.finals(
-                self._speech, SERVICE, config, adapter.whole_audio(request.audio, self._limit), context)
-        except errors.StreamError as exc:
-            await adapter.abort(context, exc, UNARY_FIELDS)
-            raise AssertionError("unreachable: abort raises") from exc
+        cfg, results = await self._recognize(request.config, lambda: request.audio, context)
         return rasr.RecognizeResponse(id=request.id, results=[
             rasr.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.language_code, cfg.word_time_offsets)],
                                          audio_processed=r.end_ms / 1000)

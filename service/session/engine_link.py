@@ -1,4 +1,4 @@
-"""One engine stream on the sidecar, for one stretch of a session.
+"""The real engine source: gRPC streams on the sidecar the supervisor keeps ready.
 
 A session may use several links in a row (after a sidecar restart, or a reset
 of a frozen engine session); each starts its engine clock at zero, so the link
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import replace
+from typing import Protocol
 
 import grpc
 
@@ -20,19 +21,32 @@ from engine_api.v1 import engine_pb2 as epb
 from engine_api.v1 import engine_pb2_grpc
 from engine_api.wire import output_from_proto
 
+from .engine_source import EngineFailed, EngineFull, EngineLost, EngineStream, EngineUnavailable, StreamInfo
+
 OUTPUT_QUEUE_SIZE = 64
+OPEN_TIMEOUT_S = 30.0
 
 
-class EngineLost(Exception):
-    """The stream broke: the sidecar died, restarted, or the channel closed."""
+class EngineSupervisor(Protocol):
+    async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+                         ) -> engine_pb2_grpc.EngineStub | None: ...
 
 
-class EngineFailed(Exception):
-    """The sidecar is alive but its engine failed this session (ABORTED)."""
+class SidecarEngines:
+    """Opens EngineLinks on the sidecar's engine once the supervisor has it ready."""
 
+    def __init__(self, supervisor: EngineSupervisor) -> None:
+        self._supervisor = supervisor
 
-class EngineFull(Exception):
-    """The sidecar refused the session: no engine slot free."""
+    async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
+                   failed: EngineStream | None = None) -> EngineLink:
+        stale = failed.stub if isinstance(failed, EngineLink) else None
+        stub = await self._supervisor.wait_ready(wait_s, stale)
+        if stub is None:
+            raise EngineUnavailable("speech engine is starting or restarting")
+        link = EngineLink(stub, session_id, language, base_ms)
+        await link.open(OPEN_TIMEOUT_S)
+        return link
 
 
 def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
@@ -49,15 +63,12 @@ def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
 
 
 class EngineLink:
+    """One engine stream on the sidecar, for one stretch of a session (an EngineStream)."""
+
     def __init__(self, stub: engine_pb2_grpc.EngineStub, session_id: str, language: str, base_ms: int) -> None:
         self.base_ms = base_ms
         self.stub = stub
-        self.engine = ""
-        self.model = ""
-        self.position_mode = PositionMode.NONE
-        self.position_mode_reason = ""
-        self.interim_stability = ""
-        self._stub = stub
+        self.info = StreamInfo()
         self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
                                                         sample_rate_hz=SAMPLE_RATE_HZ))
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -67,7 +78,7 @@ class EngineLink:
     async def open(self, timeout_s: float) -> None:
         """Open the engine session. Whatever ends the handshake early (refusal, timeout, a cancel of this
         task) cancels the call, so the sidecar gives its slot back."""
-        call = self._call = self._stub.Session()
+        call = self._call = self.stub.Session()
         try:
             # asyncio.timeout, not wait_for: no inner task whose exception could go unretrieved (3.11).
             async with asyncio.timeout(timeout_s):
@@ -91,10 +102,8 @@ class EngineLink:
             call.cancel()
             raise EngineLost("engine refused the session")
         opened = first.opened
-        self.engine, self.model = opened.engine, opened.model
-        self.position_mode = PositionMode.from_wire(opened.position_mode)
-        self.position_mode_reason = opened.position_mode_reason
-        self.interim_stability = opened.interim_stability
+        self.info = StreamInfo(opened.engine, opened.model, PositionMode.from_wire(opened.position_mode),
+                               opened.position_mode_reason, opened.interim_stability)
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -117,12 +126,9 @@ class EngineLink:
             failure = EngineLost("engine channel closed")  # grpc cancels reads when a dead sidecar's channel closes
         await self._outputs.put(failure)
 
-    async def next_output(self, timeout_s: float | None) -> EngineOutput | None:
-        """The next output; None on timeout. Raises EngineLost / EngineFailed."""
-        try:
-            item = await asyncio.wait_for(self._outputs.get(), timeout_s)
-        except TimeoutError:
-            return None
+    async def next_output(self) -> EngineOutput:
+        """The next output. Raises EngineLost / EngineFailed."""
+        item = await self._outputs.get()
         if isinstance(item, BaseException):
             raise item
         return item

@@ -62,10 +62,14 @@ class FreezeWatch:
     def disarm(self) -> None:
         self.unanswered_since = None
 
+    def deadline(self) -> float | None:
+        """The clock time at which the engine, owing an answer, is frozen (None: it owes nothing)."""
+        return None if self.unanswered_since is None else self.unanswered_since + self._timeout_s
+
     def check(self) -> None:
         """Raise Frozen (once: the watch disarms) when the engine has owed an answer too long."""
-        since = self.unanswered_since
-        if since is not None and self._clock.monotonic() - since > self._timeout_s:
+        deadline = self.deadline()
+        if deadline is not None and self._clock.monotonic() >= deadline:
             self.unanswered_since = None
             raise Frozen(f"audio sent but not taken in by the engine for {self._timeout_s:.0f}s")
 

@@ -5,10 +5,15 @@ No timing assertions: this machine is shared. The numbers are docs/benchmarks.md
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+from service.bench.audio import AUDIO_DIR, LONG_CLIP, SAMPLE_RATE, load_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +78,23 @@ def test_bench_takes_its_audio_from_audio_dir(tmp_path: Path) -> None:
     refused = subprocess.run([*base, "--audio-dir", str(empty), "--out", str(tmp_path / "r.json")],
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and f"no 16 kHz mono PCM16 WAV files in {empty}" in refused.stderr
-    run = subprocess.run([*base, "--audio-dir", str(ROOT / "tests" / "fixtures" / "audio"),
-                          "--out", str(tmp_path / "ok.json")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    speech = tmp_path / "speech"
+    speech.mkdir()
+    shutil.copy(AUDIO_DIR / LONG_CLIP, speech)
+    run = subprocess.run([*base, "--audio-dir", str(speech), "--out", str(tmp_path / "ok.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_the_default_audio_ships_in_the_package() -> None:
+    # Installed from a wheel (the Docker images) the bench plays the clips inside the package: they are package
+    # data, and the repository's test fixtures are links to them (one copy of each clip).
+    clips = sorted(AUDIO_DIR.glob("*.wav"))
+    assert AUDIO_DIR.is_relative_to(ROOT / "service") and len(clips) == 5
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["service"]
+    for clip in clips:
+        assert not clip.is_symlink()
+        assert any(fnmatch.fnmatch(clip.relative_to(ROOT / "service").as_posix(), p) for p in patterns), clip
+        fixture = ROOT / "tests" / "fixtures" / "audio" / clip.name
+        assert fixture.resolve() == clip.resolve()
+    assert len(load_loop()) / SAMPLE_RATE > 15

@@ -10,21 +10,18 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import pytest
 
-from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed
-from engine_sidecar.engine import EngineSession
+from tests.engine_streams import Result, stream  # noqa: F401  (re-exported for the engine tests)
 
 T = TypeVar("T")
 
 if os.environ.get("VOXGATE_REQUIRE_VLLM") == "1":
     import vllm  # noqa: F401  (in CI these tests must run, not skip)
-BYTES_PER_MS = 32
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +37,7 @@ class Harness:
     """A started VoxtralEngine on a private event loop."""
 
     def __init__(self, model: Path, options: dict[str, Any], max_sessions: int = 8) -> None:
-        from engine_sidecar.engines.voxtral import VoxtralEngine
+        from engine_sidecar.engines.voxtral_engine import VoxtralEngine
 
         self.loop = asyncio.new_event_loop()
         self.engine = VoxtralEngine(str(model), max_sessions, options)
@@ -72,56 +69,6 @@ def noise(seconds: float, seed: int = 0) -> bytes:
     """Deterministic broadband audio (no transcript is asserted with random weights)."""
     rng = np.random.default_rng(seed)
     return (rng.standard_normal(int(16000 * seconds)) * 3000).astype("<i2").tobytes()
-
-
-@dataclass
-class Result:
-    outputs: list[EngineOutput] = field(default_factory=list)
-
-    @property
-    def deltas(self) -> list[Delta]:
-        return [o for o in self.outputs if isinstance(o, Delta)]
-
-    @property
-    def token_ids(self) -> list[int]:
-        return [t for d in self.deltas for t in d.token_ids]
-
-    @property
-    def diagnostics(self) -> list[Diagnostic]:
-        return [o for o in self.outputs if isinstance(o, Diagnostic)]
-
-    @property
-    def flushes(self) -> list[Flushed]:
-        return [o for o in self.outputs if isinstance(o, Flushed)]
-
-    @property
-    def closed(self) -> Closed | None:
-        last = self.outputs[-1] if self.outputs else None
-        return last if isinstance(last, Closed) else None
-
-
-async def stream(session: EngineSession, pcm: bytes, chunk_ms: int = 80, *, speech: Any = True,
-                 pace_s: float = 0.0, start_delay_s: float = 0.0, flush_at_ms: int | None = None) -> Result:
-    """Push pcm in chunks (speech: bool or ms -> bool), optionally paced; close; collect every output."""
-    result = Result()
-
-    async def read() -> None:
-        async for out in session.outputs():
-            result.outputs.append(out)
-
-    reader = asyncio.create_task(read())
-    await asyncio.sleep(start_delay_s)
-    step = chunk_ms * BYTES_PER_MS
-    for i in range(0, len(pcm), step):
-        at_ms = i // BYTES_PER_MS
-        await session.push_audio(pcm[i:i + step], speech(at_ms) if callable(speech) else speech)
-        if flush_at_ms is not None and at_ms <= flush_at_ms < at_ms + chunk_ms:
-            await session.flush(7)
-        if pace_s:
-            await asyncio.sleep(pace_s)
-    await session.close()
-    await reader
-    return result
 
 
 def engine_children() -> list[Any]:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from service.bench.audio import speech_with_pauses as speech  # real speech with pauses of varied length
 from tests.engine.conftest import Harness, Result, stream
-from tests.helpers import read_wav_pcm
 
 pytest.importorskip("vllm")
 
@@ -27,17 +27,6 @@ SMALL = 320
 REFERENCE = 4096
 TINY_GEOMETRY: dict[str, Any] = dict(block_size=32, reanchor_margin_tokens=32, emit_empty_deltas=True,
                                      exact_rope_tables=True, max_num_seqs=4)
-
-
-def speech(seconds: float, seed: int = 0) -> bytes:
-    """Real speech (a LibriVox clip) with pauses of varied length, cut to `seconds`."""
-    clip = read_wav_pcm("librivox_amiable_woman.wav")[0]
-    out = bytearray()
-    k = seed
-    while len(out) < seconds * 32000:
-        out += clip + bytes(32 * (300 + 170 * (k % 7)))
-        k += 1
-    return bytes(out[: int(seconds * 32000) // 2 * 2])
 
 
 def run(h: Harness, pcm: bytes, **kwargs: Any) -> Result:

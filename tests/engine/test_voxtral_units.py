@@ -28,6 +28,15 @@ def test_options_from_a_dict_of_flags() -> None:
         VoxtralOptions.from_mapping({"max_model_len": 64})
 
 
+def test_the_stall_timeout_is_also_taken_by_its_old_name() -> None:
+    # The engine's stall watchdog was `freeze_timeout_s`, the name of the service's own freeze watch too.
+    assert VoxtralOptions().stall_timeout_s == 10.0
+    assert VoxtralOptions.from_mapping({"freeze_timeout_s": 3.0}).stall_timeout_s == 3.0
+    assert VoxtralOptions.from_mapping({"stall-timeout-s": 4.0}).stall_timeout_s == 4.0
+    with pytest.raises(ValueError, match="given twice"):
+        VoxtralOptions.from_mapping({"freeze_timeout_s": 3.0, "stall_timeout_s": 4.0})
+
+
 def test_token_k_covers_frame_k_of_the_request() -> None:
     assert [G.token_span_ms(k, 0, 10_000) for k in range(3)] == [(0, 80), (80, 160), (160, 240)]
     assert G.token_span_ms(5, 17_440, 10_000) == (17_440 + 400, 17_440 + 480)  # after a rollover
@@ -53,7 +62,7 @@ def test_rollover_prefers_silence_then_the_cap() -> None:
 
 def test_watchdog_rut_needs_speech_and_a_long_blank_run() -> None:
     now = [0.0]
-    dog = Watchdog(rut_blank_frames=10, freeze_timeout_s=5.0, frame_ms=80, clock=lambda: now[0])
+    dog = Watchdog(rut_blank_frames=10, stall_timeout_s=5.0, frame_ms=80, clock=lambda: now[0])
     for _ in range(20):
         dog.on_token(blank=True)
         dog.on_audio(80, speech=False)
@@ -66,9 +75,9 @@ def test_watchdog_rut_needs_speech_and_a_long_blank_run() -> None:
     assert dog.check(backlog_ms=0) is None
 
 
-def test_watchdog_freeze_needs_audio_waiting() -> None:
+def test_watchdog_stall_needs_audio_waiting() -> None:
     now = [0.0]
-    dog = Watchdog(rut_blank_frames=0, freeze_timeout_s=5.0, frame_ms=80, clock=lambda: now[0])
+    dog = Watchdog(rut_blank_frames=0, stall_timeout_s=5.0, frame_ms=80, clock=lambda: now[0])
     now[0] = 6.0
     assert dog.check(backlog_ms=0) is None  # nothing fed: silence from the client is not a freeze
     assert dog.check(backlog_ms=400) == FREEZE
@@ -77,7 +86,7 @@ def test_watchdog_freeze_needs_audio_waiting() -> None:
 
 
 def test_kv_sessions_from_the_pool_and_the_windows() -> None:
-    from engine_sidecar.voxtral.capacity import kv_sessions
+    from engine_sidecar.voxtral.admission import kv_sessions
 
     # Tiny model on CPU: decoder window 128 in blocks of 512 -> 2 blocks; encoder 17 in blocks of 128 -> 2.
     assert kv_sessions(2048, [512, 128], [128, 17], 8192) == 2047 // 4
@@ -88,7 +97,7 @@ def test_kv_sessions_from_the_pool_and_the_windows() -> None:
 
 
 def test_admission_refuses_only_while_a_session_is_behind_real_time() -> None:
-    from engine_sidecar.voxtral.capacity import lag_refusal
+    from engine_sidecar.voxtral.admission import lag_refusal
 
     assert lag_refusal([0, 200, 900], 1000) is None
     refusal = lag_refusal([0, 1500, 2500], 1000)

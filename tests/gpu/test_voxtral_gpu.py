@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine_api.outputs import Closed, Delta
+from tests.engine_streams import stream
 from tests.helpers import read_wav_pcm, silence
 
 pytestmark = pytest.mark.gpu
@@ -30,7 +31,7 @@ def _model() -> str:
 
 
 def test_real_checkpoint_transcribes_speech() -> None:
-    from engine_sidecar.engines.voxtral import VoxtralEngine
+    from engine_sidecar.engines.voxtral_engine import VoxtralEngine
 
     model = _model()
     pcm = read_wav_pcm("go_forward.wav")[0] + silence(1.0)
@@ -41,19 +42,7 @@ def test_real_checkpoint_transcribes_speech() -> None:
         await engine.start()
         try:
             assert engine.info.transcription_delay_ms > 0
-            session = await engine.open_session("gpu", "en")
-            outputs: list[object] = []
-
-            async def read() -> None:
-                async for out in session.outputs():
-                    outputs.append(out)
-
-            reader = asyncio.create_task(read())
-            for i in range(0, len(pcm), 2560):
-                await session.push_audio(pcm[i:i + 2560], True)
-            await session.close()
-            await reader
-            return outputs
+            return (await stream(await engine.open_session("gpu", "en"), pcm)).outputs
         finally:
             await engine.shutdown()
 

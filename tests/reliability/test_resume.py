@@ -15,6 +15,7 @@ from tests.helpers import (
     config_request,
     error_reason,
     fake_script,
+    hold_stream,
     recognize,
     resume_stream,
     silence,
@@ -96,22 +97,10 @@ def test_an_unknown_or_expired_token_is_not_found(fake_server: ServerProcess) ->
 def test_after_the_window_the_session_ends_and_frees_its_slot(tmp_path) -> None:
     server = start_server(tmp_path, "--resume-window-s", "0.5", "--max-sessions", "1", engine="fake")
     try:
-        gate = threading.Event()
-
-        def hold() -> Iterator[pb.StreamingRecognizeRequest]:
-            yield flow_config()
-            yield pb.StreamingRecognizeRequest(audio=voiced(0.2))  # with audio it is worth resuming
-            gate.wait(10)
-
-        call = server.stub().StreamingRecognize(hold(), timeout=30)
-        got = []
-        for response in call:
-            got.append(response)
-            if response.HasField("flow_status") and response.flow_status.acked_audio_bytes == 6400:
-                break
-        token = got[0].started.resume_token
-        call.cancel()
-        gate.set()
+        held = hold_stream(server.channel(), audio=voiced(0.2))  # with audio it is worth resuming
+        token = held.started.started.resume_token
+        held.call.cancel()
+        held.stop_sending()
         with pytest.raises(grpc.RpcError) as info:  # still held for a resume: the only slot is taken
             recognize(server.stub(), [config_request()])
         assert error_reason(info.value)[1] == "CAPACITY"
@@ -184,23 +173,12 @@ def test_a_resent_finalize_from_before_the_resume_point_is_not_applied_twice(fak
 
 
 def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) -> None:
-    gate = threading.Event()
-
-    def hold() -> Iterator[pb.StreamingRecognizeRequest]:
-        yield flow_config()
-        yield pb.StreamingRecognizeRequest(audio=voiced(0.2))  # with audio it is worth resuming
-        gate.wait(10)
-
-    call = fake_server.stub().StreamingRecognize(hold(), timeout=30)
-    for response in call:
-        if response.HasField("started"):
-            started = response
-        if response.HasField("flow_status") and response.flow_status.acked_audio_bytes == 6400:
-            last_seq = response.seq
-            break
-    call.cancel()
-    gate.set()
-    token = started.started.resume_token
+    held = hold_stream(fake_server.channel(), audio=voiced(0.2))  # with audio it is worth resuming
+    assert held.acked is not None
+    last_seq = held.acked.seq
+    held.call.cancel()
+    held.stop_sending()
+    token = held.started.started.resume_token
     with pytest.raises(grpc.RpcError) as info:
         resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
             resume_token=token, resume_last_seq=last_seq + 5))])

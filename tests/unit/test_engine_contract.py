@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bench.wer import sphinx_final
+from engine_api.audio import BYTES_PER_MS
 from engine_api.info import INTERIM_APPEND_ONLY
 from engine_api.outputs import PROGRESS_EVERY_MS, Closed, Delta, EngineOutput, Flushed, Progress, Revision
 from engine_sidecar.engine import Engine
 from engine_sidecar.engines import create_engine
+from tests.engine_streams import stream
 from tests.helpers import read_wav_pcm, silence, voiced
 
 CHUNK = 2560  # 80 ms
@@ -29,23 +31,11 @@ async def started(name: str) -> Engine:
 
 
 async def drive(engine: Engine, audio: bytes) -> list[EngineOutput]:
+    """80 ms chunks, Flushed(7) after the first half of them, then close."""
+    half_ms = len(audio) // 2 // CHUNK * CHUNK // BYTES_PER_MS
     session = await engine.open_session("t", "en-US")
-    outputs: list[EngineOutput] = []
-
-    async def read() -> None:
-        async for out in session.outputs():
-            outputs.append(out)
-
-    reader = asyncio.create_task(read())
-    half = len(audio) // 2 // CHUNK * CHUNK
-    for i in range(0, half, CHUNK):
-        await session.push_audio(audio[i:i + CHUNK], True)
-    await session.flush(7)
-    for i in range(half, len(audio), CHUNK):
-        await session.push_audio(audio[i:i + CHUNK], True)
-    await session.close()
-    await asyncio.wait_for(reader, 30)
-    return outputs
+    result = await asyncio.wait_for(stream(session, audio, CHUNK // BYTES_PER_MS, flush_at_ms=half_ms - 80), 30)
+    return result.outputs
 
 
 @pytest.mark.parametrize("name", LIGHT_ENGINES)

@@ -109,42 +109,49 @@ def test_closing_owes_closed_and_a_fresh_engine_session_owes_nothing() -> None:
 def test_idle_warns_once_at_half_the_timeout_then_times_out() -> None:
     clock = FakeClock()
     timers = SessionTimers(clock, idle_timeout_s=10, resume_window_s=30, flow_interval_s=None)
+    assert timers.next_due_at() == clock.now + 5, "the warning is the next thing due"
     clock.now += 4.9
-    assert timers.tick(holding_client_back=False) == Due()
+    assert timers.due() == Due()
     clock.now += 0.2
-    assert timers.tick(holding_client_back=False).idle_warning_after_s == pytest.approx(5.1)
+    assert timers.due().idle_warning_after_s == pytest.approx(5.1)
+    assert timers.next_due_at() == pytest.approx(clock.now + 4.9), "then the timeout"
     clock.now += 1
-    assert timers.tick(holding_client_back=False) == Due(), "warned once per idle spell"
+    assert timers.due() == Due(), "warned once per idle spell"
     timers.activity()  # a keep-alive
     clock.now += 9
-    assert timers.tick(holding_client_back=False).idle_warning_after_s == pytest.approx(9), "warned again"
+    assert timers.due().idle_warning_after_s == pytest.approx(9), "warned again"
     clock.now += 1.1
-    assert timers.tick(holding_client_back=False) == Due(idle_timeout=True)
+    assert timers.due() == Due(idle_timeout=True)
 
 
 def test_a_client_held_back_by_flow_control_is_not_idle() -> None:
     clock = FakeClock()
     timers = SessionTimers(clock, idle_timeout_s=10, resume_window_s=30, flow_interval_s=None)
+    timers.held_back(True)
+    assert timers.next_due_at() is None, "nothing to wake for while held back"
     for _ in range(30):
         clock.now += 1
-        assert timers.tick(holding_client_back=True) == Due()
+        assert timers.due() == Due()
+    timers.held_back(False)  # the idle clock starts afresh
+    assert timers.next_due_at() == clock.now + 5
     clock.now += 10.5
-    assert timers.tick(holding_client_back=False).idle_timeout
+    assert timers.due().idle_timeout
 
 
 def test_while_detached_only_the_resume_window_runs() -> None:
     clock = FakeClock()
     timers = SessionTimers(clock, idle_timeout_s=10, resume_window_s=30, flow_interval_s=1)
-    assert timers.tick(holding_client_back=False) == Due(flow_report=True)
+    assert timers.due() == Due(flow_report=True)
     timers.detached()
+    assert timers.next_due_at() == clock.now + 30, "only the resume window"
     clock.now += 29
-    assert timers.tick(holding_client_back=False) == Due(), "no idle timeout, no FlowStatus while detached"
+    assert timers.due() == Due(), "no idle timeout, no FlowStatus while detached"
     timers.attached()  # resumed in time: the idle clock starts afresh
     clock.now += 1
-    assert timers.tick(holding_client_back=False) == Due(flow_report=True)
+    assert timers.due() == Due(flow_report=True)
     timers.detached()
     clock.now += 30.5
-    assert timers.tick(holding_client_back=False) == Due(resume_window_passed=True)
+    assert timers.due() == Due(resume_window_passed=True)
 
 
 def test_flow_reports_come_every_interval() -> None:
@@ -152,6 +159,7 @@ def test_flow_reports_come_every_interval() -> None:
     timers = SessionTimers(clock, idle_timeout_s=100, resume_window_s=30, flow_interval_s=0.5)
     due = []
     for _ in range(20):  # 2 s in 0.1 s ticks
-        due.append(timers.tick(holding_client_back=False).flow_report)
+        due.append(timers.due().flow_report)
         clock.now += 0.1
     assert sum(due) == 4 and due[0]
+    assert timers.next_due_at() is not None and timers.next_due_at() <= clock.now + 0.5

@@ -1,16 +1,20 @@
-"""How many sessions the engine admits: what its KV pool holds, and whether it has real-time headroom now."""
+"""Admission: how many sessions the engine's KV pool holds, and whether it has real-time headroom now.
+
+(The planner's `voxtral_plan/capacity.py` sizes a GPU before vLLM starts; this counts what the started engine
+has, with the planner's per-stream block formula.)
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from ..voxtral_plan.capacity import blocks_held
 
 
 def kv_sessions(num_blocks: int, block_sizes: Sequence[int], windows: Sequence[int | None], max_model_len: int) -> int:
-    """Sessions the KV pool holds at once. A sliding-window group keeps the window's tokens in whole blocks,
-    plus one because the window rarely starts on a block boundary; a full-attention group (None) up to
-    max_model_len. vLLM keeps one null block aside."""
-    per_session = sum(math.ceil(min(w or max_model_len, max_model_len) / b) + 1
+    """Sessions the KV pool holds at once: per session, each group's blocks_held (a full-attention group, None,
+    holds up to max_model_len; one token scheduled per step). vLLM keeps one null block aside."""
+    per_session = sum(blocks_held(w or max_model_len, b, max_model_len)
                       for b, w in zip(block_sizes, windows, strict=True))
     return max(0, (num_blocks - 1) // per_session)
 

@@ -26,7 +26,7 @@ from engine_api.status import EngineStatus, SessionStat
 
 from ..engine import EngineCounters
 from ..reanchor.guards import config_problems
-from ..voxtral.capacity import kv_sessions, lag_refusal
+from ..voxtral.admission import kv_sessions, lag_refusal
 from ..voxtral.options import VLLM_VERSION, VoxtralOptions
 from ..voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
 from ..voxtral.reanchor_link import PositionChoice, ReanchorLink
@@ -127,8 +127,7 @@ class VoxtralEngine:
             raise RuntimeError("engine not started")
         if self._llm.errored:
             self._die(self._llm.dead_error)
-        self._counters.sessions_total += 1
-        self._counters.sessions_active += 1
+        self._counters.opened()
         session = self._sessions[session_id] = VoxtralSession(self._ctx, session_id)
         return session
 

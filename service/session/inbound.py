@@ -1,0 +1,134 @@
+"""The inbound half of a session: an attached client's requests → intake → the engine queue.
+
+It reads one client stream at a time (a resumed stream continues where the last one
+stopped) and says how the stream ended; what that means for the session is decided in
+core.py. Nothing here waits on a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from enum import Enum
+
+from ..audio.vad import SpeechBoundary
+from ..clock import Clock
+from ..config import Config
+from ..events import AudioIn, ClientInput, FinalizeIn, SpeechEvent
+from ..session_config import SessionConfig
+from .engine_inputs import Close, EngineQueue, Flush
+from .intake import AudioIntake, Chunk
+from .log import ResponseLog
+from .stats import SessionStats
+from .timers import SessionTimers
+
+
+class StreamEnd(Enum):
+    """How reading a client stream ended (errors are raised instead)."""
+
+    HALF_CLOSED = "half_closed"  # the request stream ended: a half-close, or a client that vanished
+    STOPPED = "stopped"  # stop() was called
+    MAX_DURATION = "max_duration"  # the audio reached the session's duration cap
+
+
+class Inbound:
+    def __init__(self, cfg: SessionConfig, server: Config, clock: Clock, queue: EngineQueue,
+                 log: ResponseLog, stats: SessionStats, timers: SessionTimers) -> None:
+        self.intake = AudioIntake(cfg, server)
+        self._clock = clock
+        self._queue = queue
+        self._log = log
+        self._stats = stats
+        self._timers = timers
+        self._flush_marker = 0
+        self._unqueued: deque[Chunk | SpeechBoundary | Flush | Close] = deque()  # see _forward
+        self._forwarding = asyncio.Lock()
+        self._stopped = False
+        self._reader: asyncio.Task[StreamEnd] | None = None
+        self._awaiting_client = False
+
+    async def read(self, inputs: AsyncIterator[ClientInput]) -> StreamEnd:
+        """Read a client stream into the engine queue until it ends, reaches the cap, or stop() is called.
+
+        Raises StreamError for a request the session cannot take, and whatever else reading raised.
+        """
+        reader = self._reader = asyncio.ensure_future(self._read(inputs))
+        try:
+            await asyncio.wait([reader])
+        finally:  # cancelled (the client vanished): the reader goes too, whatever it was doing
+            self._reader = None
+            if not reader.done():
+                reader.cancel()
+                await asyncio.wait([reader])
+        if reader.cancelled():  # stop() interrupted its wait for the client
+            return StreamEnd.STOPPED
+        return reader.result()
+
+    def stop(self) -> None:
+        """Read no more client input: the reader stops at once if it is waiting for the client, else
+        after the request it is handing on (its audio is acknowledged already)."""
+        self._stopped = True
+        if self._reader is not None and self._awaiting_client:
+            self._reader.cancel()
+
+    async def _read(self, inputs: AsyncIterator[ClientInput]) -> StreamEnd:
+        while not self._stopped:
+            self._awaiting_client = True
+            try:
+                msg = await anext(inputs, None)
+            finally:
+                self._awaiting_client = False
+            if msg is None:
+                return StreamEnd.HALF_CLOSED
+            self._timers.activity()
+            if await self._accept(msg):
+                return StreamEnd.MAX_DURATION
+        return StreamEnd.STOPPED
+
+    async def _accept(self, msg: ClientInput) -> bool:
+        """Hand one request on; True when it reached the duration cap."""
+        now = self._clock.monotonic()
+        if isinstance(msg, AudioIn):
+            outputs, at_cap = self.intake.push(msg.data, now)
+            await self._forward(outputs)
+            return at_cap
+        if isinstance(msg, FinalizeIn) and not self.intake.skipping:  # else resent after a resume: applied then
+            await self._forward([*self.intake.cut(now), self._next_flush()])
+        return False
+
+    async def finish(self) -> None:
+        """The end of input: the intake's last audio, then Close."""
+        await self._forward([*self.intake.finish(self._clock.monotonic()), Close()])
+
+    async def _forward(self, outputs: Iterable[Chunk | SpeechBoundary | Flush | Close]) -> None:
+        """Hand intake outputs to the engine queue, in order.
+
+        Each waits in _unqueued until it is in the queue: the intake has already counted its audio as
+        received (the ack a resume skips by), so a reader cancelled while the queue is full (its client
+        vanished) must not lose it; the next one to forward (a resumed stream, the end of input) sends it first.
+        """
+        self._unqueued.extend(outputs)
+        async with self._forwarding:  # one forwarder at a time, or the head of _unqueued could go twice
+            while self._unqueued:
+                item = self._unqueued[0]
+                if isinstance(item, SpeechBoundary):
+                    self._log.append(SpeechEvent(item.started, item.offset_ms))
+                    if item.started:
+                        self._unqueued.popleft()
+                        continue
+                    self._stats.speech_ended()
+                    self._unqueued[0] = item = self._next_flush()  # an endpoint flushes the engine
+                if self._queue.full():  # the client waits for the engine: that is not idleness
+                    self._timers.held_back(True)
+                    try:
+                        await self._queue.put(item)
+                    finally:
+                        self._timers.held_back(False)
+                else:
+                    self._queue.put_nowait(item)
+                self._unqueued.popleft()
+
+    def _next_flush(self) -> Flush:
+        self._flush_marker += 1
+        return Flush(self._flush_marker)

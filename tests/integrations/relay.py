@@ -1,0 +1,83 @@
+"""A TCP relay in front of a voxgate server that a test can cut (every connection drops, as on a
+network failure) and point at another server (a drained instance replaced behind a balancer).
+It counts the connections it accepted: a client that reuses its connection opens one."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class Relay:
+    def __init__(self, target: str) -> None:
+        self._target = _address(target)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.accepted = 0
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def retarget(self, target: str) -> None:
+        """New connections go to `target`; the open ones stay where they are."""
+        with self._lock:
+            self._target = _address(target)
+
+    def cut(self) -> None:
+        """Drop every open connection, both ways."""
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            for s in pair:
+                _shut(s)
+
+    def close(self) -> None:
+        _shut(self._listener)
+        self._thread.join(5)
+        self.cut()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                target = self._target
+            try:
+                upstream = socket.create_connection(target)
+            except OSError:
+                _shut(client)
+                continue
+            with self._lock:
+                self.accepted += 1
+                self._pairs.append((client, upstream))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        _shut(src)
+        _shut(dst)
+
+
+def _address(target: str) -> tuple[str, int]:
+    host, port = target.rsplit(":", 1)
+    return host, int(port)
+
+
+def _shut(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
