@@ -1,5 +1,8 @@
 """A larger WER corpus for bench/wer.py: the fixtures plus the other real recordings in the pocketsphinx sdist.
 
+Superseded: these eight clips are now in tests/fixtures/wer_corpus (with ten more from other
+packages), which bench/wer.py measures by default. Kept to reproduce the earlier 108-word table.
+
 The pocketsphinx 5.1.1 source distribution ships CMU's test recordings with their transcripts:
 cards/001-005.wav (005 is already a fixture) and five LibriVox (public domain) sentences of
 Sense and Sensibility (0920 is already a fixture). This copies the fixtures and the eight others

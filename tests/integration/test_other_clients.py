@@ -8,6 +8,7 @@ reason, unless VOXGATE_REQUIRE_CLIENT_TOOLCHAINS=1 (CI sets it), where they fail
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ CLIP_TEXT = "go forward ten meters"
 MAX_WER = 0.25  # as in test_sphinx_speech.py
 FINAL_LINE = re.compile(r"^\[(\d+\.\d\d)s → (\d+\.\d\d)s\] (\S.*)$")
 REQUIRED = os.environ.get("VOXGATE_REQUIRE_CLIENT_TOOLCHAINS") == "1"
+# The first Go test builds the client (up to 600 s) before its own run (120 s): above pytest's 300 s default.
+pytestmark = pytest.mark.timeout(900)
 TOOLCHAINS = "scripts/ci_toolchains.sh installs them"
 
 
@@ -165,3 +168,41 @@ def test_generated_clients_match_proto() -> None:
     proc = subprocess.run([str(ROOT / "scripts" / "gen_clients.sh"), "--check"], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, _tail(proc)
+
+
+def _json_lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert proc.returncode == 0, _tail(proc)
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_example_json_carries_revised_finals_and_interim_stability(example: list[str],
+                                                                   sphinx_server: ServerProcess) -> None:
+    """PocketSphinx revises go_forward.wav: interims "go forward ten meters", final "go forward ten years"
+    (the decoder's own final hypothesis). `--json` shows the session's interim stability and the final's
+    `revised` flag exactly as the Python client's `--json` does."""
+    lines = _json_lines(_run(example, CLIP, sphinx_server, "--no-pace", "--json"))
+    python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
+    expected = _json_lines(_run(python_cli, CLIP, sphinx_server, "--no-pace", "--json"))
+    assert [line["type"] for line in lines] == [t for t in (e["type"] for e in expected) if t != "speech_event"]
+    assert lines[0]["interim_stability"] == expected[0]["interim_stability"] == "revisable"
+    results = [line for line in lines if line["type"] == "result"]
+    per_session = ("session_id", "result_id")
+    assert [{k: v for k, v in r.items() if k not in per_session} for r in results] == [
+        {k: e[k] for k in r if k not in per_session} for r, e in
+        zip(results, [e for e in expected if e["type"] == "result"], strict=True)]
+    interims = [r for r in results if not r["is_final"]]
+    final = next(r for r in results if r["is_final"])
+    assert interims and not any("revised" in r for r in interims)
+    assert final.get("revised") is True, results  # the engine's final pass changed the interim text
+    assert not str(final["text"]).startswith(str(interims[-1]["text"]))
+
+
+@pytest.mark.parametrize(("server", "stability"), [("sphinx_server", "revisable"), ("fake_server", "append_only")])
+def test_example_reports_the_engines_interim_stability(example: list[str], server: str, stability: str,
+                                                       request: pytest.FixtureRequest) -> None:
+    target: ServerProcess = request.getfixturevalue(server)
+    proc = subprocess.run([*example, "--capabilities", "--server", target.target], capture_output=True, text=True,
+                          timeout=60)
+    (caps,) = _json_lines(proc)
+    assert caps["interim_stability"] == stability
+    assert caps["engine"]["name"] == server.removesuffix("_server")

@@ -3,16 +3,24 @@
 // Transcribe a WAV file with a voxgate server; prints each final result as
 // "[start → end] text", like `voxgate transcribe`.
 //
-//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N]
+//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json]
+//   node examples/transcribe.js --capabilities [--server host:port]
+//
+// --json prints the session's start, every result (interim and final) and the end as
+// one JSON object per line, with the field names of `voxgate-transcribe --json`
+// (a final that replaces the utterance's interim text has "revised": true; the start
+// says the engine's "interim_stability": "append_only" or "revisable").
+// --capabilities prints the server's GetCapabilities (engine, interim_stability) as JSON.
 //
 // Exit status: 0 on success, 1 when the RPC fails (the status code and
 // ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
 const voxgate = require('..');
 
-const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N]';
+const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json]\n'
+  + '       transcribe.js --capabilities [--server host:port]';
 
 function parseArgs(argv) {
-  const args = { server: '127.0.0.1:50051', pace: 1, file: null };
+  const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -22,6 +30,8 @@ function parseArgs(argv) {
     if (arg === '--server') args.server = value();
     else if (arg.startsWith('--server=')) args.server = arg.slice('--server='.length);
     else if (arg === '--no-pace') args.pace = null;
+    else if (arg === '--json') args.json = true;
+    else if (arg === '--capabilities') args.capabilities = true;
     else if (arg === '--speed') {
       args.pace = Number(value());
       if (!(args.pace > 0)) throw new Error('--speed must be a positive number');
@@ -32,8 +42,41 @@ function parseArgs(argv) {
     else if (args.file === null) args.file = arg;
     else throw new Error(`unexpected argument ${arg}`);
   }
-  if (args.file === null) throw new Error('a WAV file is required');
+  if (args.file === null && !args.capabilities) throw new Error('a WAV file is required');
   return args;
+}
+
+// 'INTERIM_STABILITY_REVISABLE' -> 'revisable'; unspecified -> '' (as the Python client names them).
+const stability = (name) => (name === 'INTERIM_STABILITY_UNSPECIFIED' ? '' : name.replace('INTERIM_STABILITY_', '').toLowerCase());
+
+/** A response as `voxgate-transcribe --json` prints it (its started, result and ended fields). */
+function jsonFields(r) {
+  if (r.response === 'started') {
+    const s = r.started;
+    return { type: 'started', session_id: s.session_id, engine: { name: s.engine.name, model: s.engine.model },
+      interim_stability: stability(s.interim_stability) };
+  }
+  if (r.response === 'result') {
+    const m = r.result;
+    const out = { type: 'result', result_id: m.result_id, utterance_index: m.utterance_index, is_final: m.is_final,
+      text: m.text, delta: m.delta, start_s: voxgate.seconds(m.start_offset), end_s: voxgate.seconds(m.end_offset) };
+    if (m.revised) out.revised = true; // a final that replaces the utterance's interim text
+    return out;
+  }
+  if (r.response === 'ended') {
+    return { type: 'ended', reason: r.ended.reason.replace('SESSION_END_REASON_', '').toLowerCase(),
+      message: r.ended.message };
+  }
+  return null;
+}
+
+function capabilities(client) {
+  return new Promise((resolve, reject) => {
+    client.GetCapabilities({}, (err, caps) => (err ? reject(err) : resolve({
+      engine: { name: caps.engine.name, model: caps.engine.model },
+      interim_stability: stability(caps.interim_stability),
+    })));
+  });
 }
 
 async function main() {
@@ -44,6 +87,18 @@ async function main() {
     console.error(`${USAGE}\ntranscribe.js: error: ${e.message}`);
     return 2;
   }
+  if (args.capabilities) {
+    const client = voxgate.createClient(args.server);
+    try {
+      process.stdout.write(`${JSON.stringify(await capabilities(client))}\n`);
+      return 0;
+    } catch (err) {
+      console.error(`transcribe.js: error: ${voxgate.formatError(voxgate.errorDetails(err))}`);
+      return 1;
+    } finally {
+      client.close();
+    }
+  }
   try {
     voxgate.readWav(args.file); // fail early, with exit status 2, on an unreadable file
   } catch (e) {
@@ -52,7 +107,10 @@ async function main() {
   }
   const client = voxgate.createClient(args.server);
   const onResponse = (r) => {
-    if (r.response === 'result' && r.result.is_final && r.result.text.trim()) {
+    const fields = args.json ? jsonFields(r) : null;
+    if (fields) process.stdout.write(`${JSON.stringify(fields)}\n`);
+    else if (args.json && r.response !== 'warning') return;
+    else if (r.response === 'result' && r.result.is_final && r.result.text.trim()) {
       const start = voxgate.seconds(r.result.start_offset).toFixed(2);
       const end = voxgate.seconds(r.result.end_offset).toFixed(2);
       process.stdout.write(`[${start}s → ${end}s] ${r.result.text.trim()}\n`);

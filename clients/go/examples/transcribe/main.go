@@ -1,11 +1,18 @@
 // Command transcribe streams a WAV file to a voxgate server and prints each
 // final result as "[start → end] text", like `voxgate transcribe`.
 //
-//	transcribe WAV [-server host:port] [-no-pace] [-speed N]
+//	transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json]
+//	transcribe -capabilities [-server host:port]
 //
 // The WAV must be 16-bit PCM; stereo (or more channels) is downmixed to mono.
 // Audio goes as LINEAR16 at the file's own rate (the server resamples), in
 // 100 ms messages, paced in real time unless -no-pace.
+//
+// -json prints the session's start, every result (interim and final) and the end as
+// one JSON object per line, with the field names of `voxgate-transcribe --json` (a
+// final that replaces the utterance's interim text has "revised": true; the start says
+// the engine's "interim_stability": "append_only" or "revisable"). -capabilities prints
+// the server's GetCapabilities (engine, interim_stability) as JSON.
 //
 // Exit status: 0 on success, 1 when the RPC fails (the status code and the
 // google.rpc.ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
@@ -14,6 +21,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -189,13 +197,91 @@ func seconds(d interface {
 	return float64(d.GetSeconds()) + float64(d.GetNanos())/1e9
 }
 
+type engineJSON struct {
+	Name  string `json:"name"`
+	Model string `json:"model"`
+}
+
+type startedJSON struct {
+	Type             string     `json:"type"`
+	SessionID        string     `json:"session_id"`
+	Engine           engineJSON `json:"engine"`
+	InterimStability string     `json:"interim_stability"`
+}
+
+type resultJSON struct {
+	Type           string  `json:"type"`
+	ResultID       string  `json:"result_id"`
+	UtteranceIndex uint32  `json:"utterance_index"`
+	IsFinal        bool    `json:"is_final"`
+	Text           string  `json:"text"`
+	Delta          string  `json:"delta"`
+	StartS         float64 `json:"start_s"`
+	EndS           float64 `json:"end_s"`
+	Revised        bool    `json:"revised,omitempty"` // a final that replaces the utterance's interim text
+}
+
+type endedJSON struct {
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+type capabilitiesJSON struct {
+	Engine           engineJSON `json:"engine"`
+	InterimStability string     `json:"interim_stability"`
+}
+
+// stability names an InterimStability as the Python client does: "append_only", "revisable", "" (unspecified).
+func stability(s pb.InterimStability) string {
+	if s == pb.InterimStability_INTERIM_STABILITY_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(s.String(), "INTERIM_STABILITY_"))
+}
+
+// printJSON prints a response as `voxgate-transcribe --json` does (its started, result and ended fields).
+func printJSON(resp *pb.StreamingRecognizeResponse) {
+	var v interface{}
+	switch r := resp.GetResponse().(type) {
+	case *pb.StreamingRecognizeResponse_Started:
+		s := r.Started
+		v = startedJSON{"started", s.GetSessionId(), engineJSON{s.GetEngine().GetName(), s.GetEngine().GetModel()},
+			stability(s.GetInterimStability())}
+	case *pb.StreamingRecognizeResponse_Result:
+		m := r.Result
+		v = resultJSON{"result", m.GetResultId(), m.GetUtteranceIndex(), m.GetIsFinal(), m.GetText(), m.GetDelta(),
+			seconds(m.GetStartOffset()), seconds(m.GetEndOffset()), m.GetRevised()}
+	case *pb.StreamingRecognizeResponse_Ended:
+		v = endedJSON{"ended", strings.ToLower(strings.TrimPrefix(r.Ended.GetReason().String(), "SESSION_END_REASON_")),
+			r.Ended.GetMessage()}
+	default:
+		return
+	}
+	line, err := json.Marshal(v)
+	if err == nil {
+		fmt.Println(string(line))
+	}
+}
+
+// options are the command line's flags and WAV path.
+type options struct {
+	server       string
+	pace         float64
+	file         string
+	json         bool
+	capabilities bool
+}
+
 // parseArgs accepts flags before and after the WAV path.
-func parseArgs(args []string) (server string, pace float64, file string, err error) {
+func parseArgs(args []string) (opts options, err error) {
 	fs := flag.NewFlagSet("transcribe", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&server, "server", "127.0.0.1:50051", "voxgate server host:port")
+	fs.StringVar(&opts.server, "server", "127.0.0.1:50051", "voxgate server host:port")
 	noPace := fs.Bool("no-pace", false, "send audio as fast as possible, not in real time")
-	fs.Float64Var(&pace, "speed", 1, "pace at this multiple of real time")
+	fs.Float64Var(&opts.pace, "speed", 1, "pace at this multiple of real time")
+	fs.BoolVar(&opts.json, "json", false, "print the start, every result and the end as JSON lines")
+	fs.BoolVar(&opts.capabilities, "capabilities", false, "print the server's capabilities as JSON and exit")
 	var positional []string
 	for {
 		if err = fs.Parse(args); err != nil {
@@ -207,47 +293,77 @@ func parseArgs(args []string) (server string, pace float64, file string, err err
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if opts.capabilities && len(positional) == 0 {
+		return opts, nil
+	}
 	if len(positional) != 1 {
 		err = errors.New("exactly one WAV file is required")
 		return
 	}
-	if pace <= 0 {
+	if opts.pace <= 0 {
 		err = errors.New("-speed must be positive")
 		return
 	}
 	if *noPace {
-		pace = 0
+		opts.pace = 0
 	}
-	return server, pace, positional[0], nil
+	opts.file = positional[0]
+	return opts, nil
+}
+
+// printCapabilities prints GetCapabilities' engine and interim stability as one JSON object.
+func printCapabilities(client pb.SpeechClient) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	caps, err := client.GetCapabilities(ctx, &pb.GetCapabilitiesRequest{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
+		return 1
+	}
+	line, err := json.Marshal(capabilitiesJSON{engineJSON{caps.GetEngine().GetName(), caps.GetEngine().GetModel()},
+		stability(caps.GetInterimStability())})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "transcribe: error: %v\n", err)
+		return 1
+	}
+	fmt.Println(string(line))
+	return 0
 }
 
 func run() int {
-	server, pace, file, err := parseArgs(os.Args[1:])
+	opts, err := parseArgs(os.Args[1:])
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N]\ntranscribe: error: %v\n", err)
+		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json]\n"+
+			"       transcribe -capabilities [-server host:port]\ntranscribe: error: %v\n", err)
 		return 2
 	}
-	wav, err := readWav(file)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "transcribe: error: cannot read %s: %v\n", file, err)
-		return 2
+	var wav *wavPCM
+	if !opts.capabilities {
+		if wav, err = readWav(opts.file); err != nil {
+			fmt.Fprintf(os.Stderr, "transcribe: error: cannot read %s: %v\n", opts.file, err)
+			return 2
+		}
 	}
 	// grpc-go 1.33 (Debian bookworm) has WithInsecure, not insecure.NewCredentials().
-	conn, err := grpc.Dial(server, grpc.WithInsecure())
+	conn, err := grpc.Dial(opts.server, grpc.WithInsecure())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "transcribe: error: %v\n", err)
 		return 1
 	}
 	defer conn.Close()
+	client := pb.NewSpeechClient(conn)
+	if opts.capabilities {
+		return printCapabilities(client)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream, err := pb.NewSpeechClient(conn).StreamingRecognize(ctx)
+	stream, err := client.StreamingRecognize(ctx)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
 		return 1
 	}
-	go func() { _ = sendAudio(stream, wav, pace) }()
+	go func() { _ = sendAudio(stream, wav, opts.pace) }()
 
 	for {
 		resp, err := stream.Recv()
@@ -257,6 +373,13 @@ func run() int {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
 			return 1
+		}
+		if opts.json {
+			if w, ok := resp.GetResponse().(*pb.StreamingRecognizeResponse_Warning); ok {
+				fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Warning.GetCode(), w.Warning.GetMessage())
+			}
+			printJSON(resp)
+			continue
 		}
 		switch r := resp.GetResponse().(type) {
 		case *pb.StreamingRecognizeResponse_Result:
