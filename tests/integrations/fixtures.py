@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integrations.relay import Relay
+from tests.relay import Relay
 
 # CI (.ci/run) sets it: a missing framework fails these tests instead of skipping them.
 REQUIRE = os.environ.get("VOXGATE_REQUIRE_INTEGRATIONS") == "1"

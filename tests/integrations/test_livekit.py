@@ -23,7 +23,7 @@ from tests.integrations.drive import (
     two_utterances,
 )
 from tests.integrations.fixtures import require_livekit
-from tests.integrations.relay import Relay
+from tests.relay import Relay
 from voxgate_client import ResumePolicy
 
 require_livekit()

@@ -18,7 +18,7 @@ from tests.integrations.drive import (
     seconds_of,
     two_utterances,
 )
-from tests.integrations.relay import Relay
+from tests.relay import Relay
 
 FAST_RESUME = {"backoff_s": 0.05, "flow_status_interval_ms": 100}
 UTTERANCE = ["ProposedUserStartedSpeakingFrame", "InterimTranscriptionFrame", "TranscriptionFrame",

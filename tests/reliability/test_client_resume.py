@@ -1,8 +1,7 @@
-"""The Python client's automatic resume, against a real server, through a TCP proxy that drops connections."""
+"""The Python client's automatic resume, against a real server, through a TCP relay that drops connections."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ import pytest
 
 from tests.client_streams import CLIENT_KINDS, client_stream
 from tests.helpers import ServerProcess, start_server
+from tests.relay import Relay
 from tests.reliability.streams import speech_pattern
 from voxgate_client import FINALIZE, AudioItem, ResumePolicy, SpeechClient, StreamConfig, chunks
 from voxgate_client.v1 import speech_pb2 as pb
@@ -21,91 +21,9 @@ CONFIG = StreamConfig(encoding="linear16", sample_rate_hz=16000, endpointing_sil
 POLICY = ResumePolicy(backoff_s=0.05, flow_status_interval_ms=100)
 
 
-class Proxy:
-    """A TCP relay whose connections the test can cut at will: both ways (a network drop), or on the
-    client's side only (the server hears nothing: a NAT or a proxy in between lost the connection)."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self._target = (host, int(port))
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._lock = threading.Lock()
-        self._pairs: list[tuple[socket.socket, socket.socket]] = []  # (client side, server side)
-        self._silent: list[socket.socket] = []  # server sides left open and unread by abandon()
-        self.accepted = 0
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self._target)
-            with self._lock:
-                self.accepted += 1
-                self._pairs.append((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        with self._lock:
-            silent = list(self._silent)
-        for s in (src, dst):
-            if s not in silent:
-                _shut(s)
-
-    def cut(self) -> None:
-        """Drop every live connection."""
-        with self._lock:
-            pairs, self._pairs = self._pairs, []
-        for client, upstream in pairs:
-            _shut(client, close=True)
-            _shut(upstream, close=True)
-
-    def abandon(self) -> None:
-        """Drop every live connection on the client's side only: the server gets no FIN, no RST and no
-        answer to its pings; only its keepalive can tell the connection is dead."""
-        with self._lock:
-            pairs, self._pairs = self._pairs, []
-            self._silent += [upstream for _, upstream in pairs]
-        for client, _ in pairs:
-            _shut(client, close=True)
-
-    def close(self) -> None:
-        """Stop listening (connections are refused from now on) and drop every live connection."""
-        _shut(self._listener, close=True)  # shutdown wakes the blocked accept(); close() alone does not
-        self._thread.join(5)
-        self.cut()
-        with self._lock:
-            silent, self._silent = self._silent, []
-        for s in silent:
-            _shut(s, close=True)
-
-
-def _shut(s: socket.socket, close: bool = False) -> None:
-    try:
-        s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    if close:
-        s.close()
-
-
 @pytest.fixture
-def proxy(fake_server: ServerProcess) -> Iterator[Proxy]:
-    p = Proxy(fake_server.target)
+def proxy(fake_server: ServerProcess) -> Iterator[Relay]:
+    p = Relay(fake_server.target)
     yield p
     p.close()
 
@@ -123,7 +41,7 @@ def summary(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[int, s
 
 
 @pytest.mark.parametrize("client_kind", CLIENT_KINDS)
-def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Proxy, fake_server: ServerProcess,
+def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Relay, fake_server: ServerProcess,
                                                                     client_kind: str) -> None:
     reference = list(client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
                                    timeout=60))
@@ -163,7 +81,7 @@ def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_
     # The server's keepalive (1 s + 1 s here; 20 s + 10 s by default) is what tells it the first
     # connection is gone; until then it refuses the resume with SESSION_ATTACHED and the client retries.
     server = start_server(tmp_path, "--keepalive-time-s", "1", "--keepalive-timeout-s", "1", engine="fake")
-    proxy = Proxy(server.target)
+    proxy = Relay(server.target)
     try:
         reference = list(client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
                                        timeout=60))
@@ -192,7 +110,7 @@ def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_
 
 
 @pytest.mark.parametrize("client_kind", CLIENT_KINDS)
-def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy, client_kind: str) -> None:
+def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Relay, client_kind: str) -> None:
     policy = ResumePolicy(max_attempts=3, backoff_s=0.05, flow_status_interval_ms=100)
     start = time.monotonic()
     with pytest.raises(grpc.RpcError) as info:
@@ -204,7 +122,7 @@ def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Proxy, client_
     assert time.monotonic() - start < 10
 
 
-def test_without_resume_a_dropped_connection_is_an_error(proxy: Proxy) -> None:
+def test_without_resume_a_dropped_connection_is_an_error(proxy: Relay) -> None:
     with SpeechClient(proxy.target) as client, pytest.raises(grpc.RpcError) as info:
         for response in client.stream(CONFIG, audio_items(), pace=4.0):
             if response.HasField("started"):
@@ -213,7 +131,7 @@ def test_without_resume_a_dropped_connection_is_an_error(proxy: Proxy) -> None:
 
 
 @pytest.mark.parametrize("client_kind", CLIENT_KINDS)
-def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Proxy, client_kind: str) -> None:
+def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Relay, client_kind: str) -> None:
     def failing() -> Iterator[AudioItem]:
         yield b"\0" * 3200
         raise RuntimeError("microphone unplugged")
@@ -229,7 +147,7 @@ def test_resume_policy_validates() -> None:
         ResumePolicy(attached_wait_s=-1)
 
 
-def test_a_connection_lost_before_any_audio_goes_on_in_a_new_session(proxy: Proxy, fake_server: ServerProcess
+def test_a_connection_lost_before_any_audio_goes_on_in_a_new_session(proxy: Relay, fake_server: ServerProcess
                                                                      ) -> None:
     # The server ends a session whose client vanished before any audio (nothing to resume: docs/reliability.md),
     # so the resume gets SESSION_NOT_FOUND; the client must open a new session and send everything there.

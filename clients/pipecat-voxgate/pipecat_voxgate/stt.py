@@ -66,6 +66,7 @@ from voxgate_client import (
     error_details,
     format_error,
 )
+from voxgate_client.speech_order import SpeechBoundary, SpeechOrder
 from voxgate_client.v1 import speech_pb2 as pb
 
 __all__ = ["VoxgateResult", "VoxgateSTTService", "VoxgateWord"]
@@ -232,10 +233,7 @@ class VoxgateSTTService(STTService):
         self._sent_bytes = 0  # in the current session
         self._session_id = ""
         self._language: str = ""
-        self._speaking = False
-        # Speech events held back until the final of the utterance before them is out: a stop
-        # first (waiting for its final), then whatever came after it (see _release()).
-        self._held: collections.deque[tuple[bool, float]] = collections.deque()  # (started, offset)
+        self._order = SpeechOrder()  # the stop after the utterance's final (voxgate_client.speech_order)
 
         self._register_event_handler("on_speech_started")
         self._register_event_handler("on_speech_stopped")
@@ -346,8 +344,7 @@ class VoxgateSTTService(STTService):
             try:
                 await self._session()
             except grpc.RpcError as e:
-                await self._release(everything=True)  # the session is lost: its speech is over
-                await self._end_speech(None)
+                await self._boundaries(self._order.close())  # the session is lost: its speech is over
                 details = error_details(e)
                 message = f"{self}: voxgate: {format_error(details)}"
                 await self._call_event_handler("on_connection_error", message)
@@ -392,18 +389,11 @@ class VoxgateSTTService(STTService):
         elif kind == "speech_event":
             started = r.speech_event.type == pb.SPEECH_EVENT_TYPE_SPEECH_STARTED
             offset = self._base_s + _seconds(r.speech_event.offset)
-            if self._held:  # an earlier stop still waits for its final: this one waits behind it
-                self._held.append((started, offset))
-            elif started:
-                if not self._speaking:
-                    await self._start_speech(offset)
-            elif self._speaking:
-                self._held.append((False, offset))
+            await self._boundaries(self._order.speech_event(started, offset))
         elif kind == "result":
             await self._on_result(r.result)
         elif kind == "ended":
-            await self._release(everything=True)
-            await self._end_speech(None)
+            await self._boundaries(self._order.close())
         elif kind == "warning":
             logger.warning(f"{self}: voxgate {r.warning.code}: {r.warning.message}")
 
@@ -413,10 +403,7 @@ class VoxgateSTTService(STTService):
         data = self._result(result)
         if not result.is_final:
             if text and self._interim_results:
-                if self._held and data.start_s >= self._held[0][1]:
-                    await self._release()  # text after the held stop: its utterance had no final
-                if not self._speaking:  # an engine result with no speech event before it
-                    await self._start_speech(data.start_s)
+                await self._boundaries(self._order.interim(data.start_s))
                 await self.push_frame(InterimTranscriptionFrame(
                     text, self._user_id, time_now_iso8601(), language, result=data))
             return
@@ -425,8 +412,7 @@ class VoxgateSTTService(STTService):
             await self.push_frame(TranscriptionFrame(
                 text, self._user_id, time_now_iso8601(), language, result=data, finalized=True))
             await self._handle_transcription(text, True, language)
-        if self._held:
-            await self._release()
+        await self._boundaries(self._order.final())
 
     @traced_stt
     async def _handle_transcription(self, transcript: str, is_final: bool,
@@ -445,42 +431,21 @@ class VoxgateSTTService(STTService):
 
     # -- speech segments ---------------------------------------------------------
 
-    async def _start_speech(self, offset_s: float) -> None:
-        self._speaking = True
-        await self._call_event_handler("on_speech_started", offset_s)
-        if self._vad_events:
-            await self.broadcast_frame(ProposedUserStartedSpeakingFrame)
-
-    async def _end_speech(self, offset_s: float | None) -> None:
-        if self._speaking:
-            self._speaking = False
-            await self._call_event_handler("on_speech_stopped", offset_s)
-            if self._vad_events:
-                await self.broadcast_frame(ProposedUserStoppedSpeakingFrame)
-
-    async def _release(self, everything: bool = False) -> None:
-        """The final of the utterance the first held stop closes is out (or will not come): push
-        that stop and the speech events held behind it, up to the next stop, which then waits
-        for its own final in turn (voxgate detects speech on the audio as it arrives, ahead of
-        the engine)."""
-        first = True
-        while self._held:
-            started, offset = self._held[0]
-            if not started and not first and not everything and self._speaking:
-                return
-            self._held.popleft()
-            first = False
-            if started:
-                if not self._speaking:
-                    await self._start_speech(offset)
+    async def _boundaries(self, boundaries: list[SpeechBoundary]) -> None:
+        for b in boundaries:
+            if b.started:
+                await self._call_event_handler("on_speech_started", b.offset_s)
+                if self._vad_events:
+                    await self.broadcast_frame(ProposedUserStartedSpeakingFrame)
             else:
-                await self._end_speech(offset)
+                await self._call_event_handler("on_speech_stopped", b.offset_s)
+                if self._vad_events:
+                    await self.broadcast_frame(ProposedUserStoppedSpeakingFrame)
 
     def _close_speech(self) -> None:
         """The session is over or failed: forget its speech state (no frames from a task being
         torn down)."""
-        self._held.clear()
-        self._speaking = False
+        self._order.reset()
 
 
 def _seconds(d: Any) -> float:

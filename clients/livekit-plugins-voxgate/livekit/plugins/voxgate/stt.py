@@ -27,7 +27,6 @@ with the next utterance's first text, or when the session ends.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import os
@@ -63,6 +62,7 @@ from voxgate_client import (
     error_details,
     format_error,
 )
+from voxgate_client.speech_order import SpeechBoundary, SpeechOrder
 from voxgate_client.v1 import speech_pb2 as pb
 
 from .log import logger
@@ -331,10 +331,7 @@ class SpeechStream(stt.SpeechStream):
         self._language = opts.language
         self._session_id = ""
         self._input_done = False
-        self._speaking = False
-        # Speech events held back until the final of the utterance before them is out: an END
-        # first (waiting for its final), then whatever came after it (see _release()).
-        self._held: collections.deque[tuple[bool, float]] = collections.deque()  # (started, offset)
+        self._order = SpeechOrder()  # END_OF_SPEECH after the utterance's final (voxgate_client.speech_order)
         self._unreported_s = 0.0  # audio sent and not yet in a RECOGNITION_USAGE event
         # The wall clock of the stream's audio: when its first frame was pushed (a track pushes
         # in real time), and how much of it earlier sessions took. Frames wait in the input
@@ -431,28 +428,18 @@ class SpeechStream(stt.SpeechStream):
         elif kind == "speech_event":
             started = r.speech_event.type == pb.SPEECH_EVENT_TYPE_SPEECH_STARTED
             offset = _seconds(r.speech_event.offset)
-            if self._held:  # an earlier END still waits for its final: this one waits behind it
-                self._held.append((started, offset))
-            elif started:
-                if not self._speaking:
-                    self._start_speech(offset)
-            elif self._speaking:
-                self._held.append((False, offset))
+            self._boundaries(self._order.speech_event(started, offset))
         elif kind == "result":
             result = r.result
             text = result.text.strip()
             if not result.is_final:
                 if text and self._opts.interim_results:
-                    if self._held and _seconds(result.start_offset) >= self._held[0][1]:
-                        self._release()  # text after the held END: its utterance had no final
-                    if not self._speaking:  # an engine result with no speech event before it
-                        self._start_speech(_seconds(result.start_offset))
+                    self._boundaries(self._order.interim(_seconds(result.start_offset)))
                     self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, alternatives=[self._data(result)])
                 return
             if text:
                 self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[self._data(result)])
-            if self._held:
-                self._release()
+            self._boundaries(self._order.final())
         elif kind == "ended":
             # The session's finals are out. A drained session is continued by the client in a new
             # one (a new `started` follows); the utterance was closed at the seam either way.
@@ -473,38 +460,18 @@ class SpeechStream(stt.SpeechStream):
                       "utterance_index": result.utterance_index, "revised": result.revised},
         )
 
-    def _start_speech(self, offset_s: float) -> None:
-        self._speaking = True
-        self._emit(stt.SpeechEventType.START_OF_SPEECH, speech_start_time=self.start_time + offset_s)
-
-    def _end_speech(self, offset_s: float | None) -> None:
-        if self._speaking:
-            self._speaking = False
-            end = self.start_time + offset_s if offset_s is not None else None
-            self._emit(stt.SpeechEventType.END_OF_SPEECH, speech_end_time=end)
-
-    def _release(self, everything: bool = False) -> None:
-        """The final of the utterance the first held END closes is out (or will not come): emit
-        that END and the speech events held behind it, up to the next END, which then waits for
-        its own final in turn (voxgate detects speech on the audio as it arrives, ahead of the
-        engine)."""
-        first = True
-        while self._held:
-            started, offset = self._held[0]
-            if not started and not first and not everything and self._speaking:
-                return
-            self._held.popleft()
-            first = False
-            if started:
-                if not self._speaking:
-                    self._start_speech(offset)
+    def _boundaries(self, boundaries: list[SpeechBoundary]) -> None:
+        for b in boundaries:
+            if b.started:
+                start = self.start_time + (b.offset_s or 0.0)
+                self._emit(stt.SpeechEventType.START_OF_SPEECH, speech_start_time=start)
             else:
-                self._end_speech(offset)
+                end = self.start_time + b.offset_s if b.offset_s is not None else None
+                self._emit(stt.SpeechEventType.END_OF_SPEECH, speech_end_time=end)
 
     def _close_speech(self) -> None:
         """The session is over: every held event goes out, and an open speech segment ends."""
-        self._release(everything=True)
-        self._end_speech(None)
+        self._boundaries(self._order.close())
 
 
 def _mono_pcm(frame: rtc.AudioFrame) -> bytes:

@@ -1,6 +1,7 @@
-"""A TCP relay in front of a voxgate server that a test can cut (every connection drops, as on a
-network failure) and point at another server (a drained instance replaced behind a balancer).
-It counts the connections it accepted: a client that reuses its connection opens one."""
+"""A TCP relay in front of a voxgate server that a test can cut at will: both ways (a network drop), or on the
+client's side only (the server hears nothing: a NAT or a proxy in between lost the connection), and point at
+another server (a drained instance replaced behind a balancer). It counts the connections it accepted: a
+client that reuses its connection opens one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ class Relay:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
-        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []  # (client side, server side)
+        self._silent: list[socket.socket] = []  # server sides left open and unread by abandon()
         self.accepted = 0
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -29,17 +31,31 @@ class Relay:
             self._target = _address(target)
 
     def cut(self) -> None:
-        """Drop every open connection, both ways."""
+        """Drop every live connection, both ways."""
         with self._lock:
             pairs, self._pairs = self._pairs, []
-        for pair in pairs:
-            for s in pair:
-                _shut(s)
+        for client, upstream in pairs:
+            _shut(client, close=True)
+            _shut(upstream, close=True)
+
+    def abandon(self) -> None:
+        """Drop every live connection on the client's side only: the server gets no FIN, no RST and no
+        answer to its pings; only its keepalive can tell the connection is dead."""
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+            self._silent += [upstream for _, upstream in pairs]
+        for client, _ in pairs:
+            _shut(client, close=True)
 
     def close(self) -> None:
-        _shut(self._listener)
+        """Stop listening (connections are refused from now on) and drop every live connection."""
+        _shut(self._listener, close=True)  # shutdown wakes the blocked accept(); close() alone does not
         self._thread.join(5)
         self.cut()
+        with self._lock:
+            silent, self._silent = self._silent, []
+        for s in silent:
+            _shut(s, close=True)
 
     def _accept(self) -> None:
         while True:
@@ -52,7 +68,7 @@ class Relay:
             try:
                 upstream = socket.create_connection(target)
             except OSError:
-                _shut(client)
+                _shut(client, close=True)
                 continue
             with self._lock:
                 self.accepted += 1
@@ -66,8 +82,11 @@ class Relay:
                 dst.sendall(data)
         except OSError:
             pass
-        _shut(src)
-        _shut(dst)
+        with self._lock:
+            silent = list(self._silent)
+        for s in (src, dst):
+            if s not in silent:
+                _shut(s)
 
 
 def _address(target: str) -> tuple[str, int]:
@@ -75,9 +94,10 @@ def _address(target: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _shut(s: socket.socket) -> None:
+def _shut(s: socket.socket, close: bool = False) -> None:
     try:
         s.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-    s.close()
+    if close:
+        s.close()
