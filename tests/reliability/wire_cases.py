@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from tests.helpers import silence, voiced
-from tests.reliability.test_client_resume import Proxy
+from tests.relay import Relay
 from tests.reliability.wire import (
     MALFORMED,
     MAX_STATUS_DETAILS,
@@ -294,7 +294,7 @@ def case_vanish(ctx: Ctx) -> None:
     how = rng.choice(["cut", "abandon", "stop_reading"])
     at = rng.uniform(0, 2)
     items = [api.config("en-US"), *audio_items(api, speech(rng, 1, 4), 0.1)]
-    proxy = Proxy(ctx.server.target)
+    proxy = Relay(ctx.server.target)
     try:
         s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S), target=proxy.target)
         if how == "stop_reading":
