@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
 from engine_api.info import INTERIM_REVISABLE, EngineInfo
-from engine_api.outputs import Delta, Flushed, Revision
+from engine_api.outputs import Delta, Flushed, Progress, Revision
 from engine_api.status import EngineStatus
 
 from ..engine import EngineCounters
@@ -29,6 +29,11 @@ FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
 STABLE_MS = 600
 SETTLE_MS = 400
 FILLERS = frozenset({"<s>", "</s>", "<sil>"})
+# The final pass over a long utterance can take seconds of CPU (more on a loaded box): while it runs the session
+# says it is alive (Progress) so the service's final-flush deadline, which counts from the engine's last word,
+# waits for it; never longer than FINAL_PASS_LIMIT_S, so a decoder that hangs still meets the deadline.
+FINAL_PASS_HEARTBEAT_S = 2.0
+FINAL_PASS_LIMIT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,8 @@ class SphinxSession(ChannelSession):
         self._utterance_start_ms = 0
         self._committed: list[Word] = []  # emitted as deltas in this utterance
         self._history: list[tuple[int, list[Word]]] = []  # (audio_ms, hypothesis)
+        self.final_pass_heartbeat_s = FINAL_PASS_HEARTBEAT_S
+        self.final_pass_limit_s = FINAL_PASS_LIMIT_S
         decoder.start_utt()  # type: ignore[attr-defined]
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
@@ -105,13 +112,25 @@ class SphinxSession(ChannelSession):
         d.start_utt()  # type: ignore[attr-defined]
         return words
 
+    async def _final_pass(self) -> list[Word]:
+        """The decoder's final hypothesis, with a Progress heartbeat while it is computed."""
+        final = asyncio.ensure_future(asyncio.to_thread(self._end_utterance))
+        beats = int(self.final_pass_limit_s / self.final_pass_heartbeat_s)
+        while beats > 0:
+            done, _ = await asyncio.wait({final}, timeout=self.final_pass_heartbeat_s)
+            if done:
+                break
+            beats -= 1
+            await self._out.put(Progress(self._audio_ms))
+        return await final
+
     async def _emit(self, words: list[Word]) -> None:
         for w in words:
             await self._out.put(_delta(w))
         self._committed += words
 
     async def flush(self, marker: int) -> None:
-        final = await asyncio.to_thread(self._end_utterance)
+        final = await self._final_pass()
         done = len(self._committed)
         if _texts(final[:done]) == _texts(self._committed):
             await self._emit(final[done:])  # the decoder's final hypothesis extends what was emitted

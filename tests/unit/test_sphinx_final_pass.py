@@ -1,0 +1,66 @@
+"""The sphinx engine's final pass says it is alive, so the service's final-flush deadline waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from engine_api.outputs import EngineOutput, Flushed, Progress
+from engine_sidecar.engine import EngineCounters
+from engine_sidecar.engines.sphinx import SphinxSession
+
+
+class SlowFinalDecoder:
+    """PocketSphinx's decoder interface, with a final pass (end_utt) that takes `final_s` of wall time."""
+
+    def __init__(self, final_s: float) -> None:
+        self.final_s = final_s
+
+    def start_utt(self) -> None:
+        pass
+
+    def process_raw(self, pcm16: bytes, no_search: bool, full_utt: bool) -> None:
+        pass
+
+    def end_utt(self) -> None:
+        time.sleep(self.final_s)
+
+    def seg(self) -> list[object]:
+        return []
+
+
+def session_with(final_s: float, heartbeat_s: float = 0.1, limit_s: float = 10.0) -> SphinxSession:
+    counters = EngineCounters()
+    counters.opened()
+    session = SphinxSession(SlowFinalDecoder(final_s), counters)
+    session.final_pass_heartbeat_s, session.final_pass_limit_s = heartbeat_s, limit_s
+    return session
+
+
+async def outputs_of_flush(session: SphinxSession) -> list[EngineOutput]:
+    await session.push_audio(b"\0" * 3200, speech=False)
+    await session.flush(marker=7)
+    seen = []
+    async for out in session.outputs():
+        seen.append(out)
+        if isinstance(out, Flushed):
+            return seen
+    raise AssertionError("no Flushed")
+
+
+async def test_a_long_final_pass_sends_progress_until_it_ends() -> None:
+    seen = await asyncio.wait_for(outputs_of_flush(session_with(final_s=0.55)), 10)
+    beats = [o for o in seen if isinstance(o, Progress)]
+    assert len(beats) >= 3, seen
+    assert all(b.audio_ms == 100 for b in beats)
+    assert seen[-1] == Flushed(marker=7, audio_ms=100)
+
+
+async def test_the_heartbeat_stops_at_its_limit_so_a_hung_decoder_still_meets_the_deadline() -> None:
+    seen = await asyncio.wait_for(outputs_of_flush(session_with(final_s=0.6, limit_s=0.2)), 10)
+    assert len([o for o in seen if isinstance(o, Progress)]) == 2, seen
+
+
+async def test_a_quick_final_pass_sends_no_heartbeat() -> None:
+    seen = await asyncio.wait_for(outputs_of_flush(session_with(final_s=0.0, heartbeat_s=2.0)), 10)
+    assert not [o for o in seen if isinstance(o, Progress)], seen
