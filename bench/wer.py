@@ -49,15 +49,20 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "clients/python")]  # run as a script from anywhere
 
+from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ  # noqa: E402
+from engine_api.audio import CHUNK_MS as ENGINE_CHUNK_MS  # noqa: E402
 from service.audio.decode import Encoding  # noqa: E402
 from service.audio.pipeline import AudioPipeline, EngineChunk  # noqa: E402
 from service.bench.wer import normalize, word_errors  # noqa: E402
 from voxgate_client import SpeechClient, StreamConfig  # noqa: E402
 from voxgate_client.g711 import encode_alaw, encode_mulaw  # noqa: E402
 
-ENGINE_CHUNK_BYTES = 2560  # 80 ms at 16 kHz, as the service sends it
+ENGINE_CHUNK_BYTES = ENGINE_CHUNK_MS * BYTES_PER_MS  # 80 ms at 16 kHz, as the service sends it
 ONE_UTTERANCE_SILENCE_MS = 10000  # the server's largest endpointing silence: one utterance per clip
-ENCODINGS = {"linear16": (Encoding.LINEAR16, 16000), "mulaw": (Encoding.MULAW, 8000), "alaw": (Encoding.ALAW, 8000)}
+# The client encodings measured (the service's own Encoding), each at the rate clients send it: G.711 as
+# telephony carries it, at 8 kHz. Conditions and the report name them by their wire names ("mulaw").
+RATE_HZ = {Encoding.LINEAR16: SAMPLE_RATE_HZ, Encoding.MULAW: 8000, Encoding.ALAW: 8000}
+ENCODINGS = tuple(kind.value for kind in RATE_HZ)
 CHUNK_MS = (20, 80, 320)
 MAX_EXCESS = 0.01
 WATCHDOG_S = 120.0  # --final-flush-timeout-s and --freeze-timeout-s of the server this starts
@@ -103,16 +108,18 @@ def _load_folder(folder: Path) -> list[Clip]:
 
 def client_audio(pcm16k: bytes, encoding: str) -> tuple[bytes, int]:
     """The bytes a client sends for this clip in `encoding`, and their sample rate."""
-    if encoding == "linear16":
-        return pcm16k, 16000
-    narrow = soxr.resample(np.frombuffer(pcm16k, dtype="<i2"), 16000, 8000, quality="HQ").astype(np.int16)
-    return (encode_mulaw(narrow) if encoding == "mulaw" else encode_alaw(narrow)), 8000
+    kind = Encoding(encoding)
+    rate = RATE_HZ[kind]
+    if kind is Encoding.LINEAR16:
+        return pcm16k, rate
+    narrow = soxr.resample(np.frombuffer(pcm16k, dtype="<i2"), SAMPLE_RATE_HZ, rate, quality="HQ").astype(np.int16)
+    return (encode_mulaw(narrow) if kind is Encoding.MULAW else encode_alaw(narrow)), rate
 
 
 def engine_samples(data: bytes, encoding: str) -> bytes:
     """The 16 kHz PCM16 voxgate's engine gets for these client bytes (decode, resample, 20 ms framing)."""
-    kind, rate = ENCODINGS[encoding]
-    pipeline = AudioPipeline(kind, rate, vad_aggressiveness=2, silence_ms=ONE_UTTERANCE_SILENCE_MS)
+    kind = Encoding(encoding)
+    pipeline = AudioPipeline(kind, RATE_HZ[kind], vad_aggressiveness=2, silence_ms=ONE_UTTERANCE_SILENCE_MS)
     outputs = pipeline.push(data) + pipeline.finish()
     return b"".join(o.pcm16 for o in outputs if isinstance(o, EngineChunk))
 
@@ -121,7 +128,7 @@ def sphinx_final(pcm16: bytes) -> str:
     """PocketSphinx alone: its own final hypothesis for these samples as one utterance."""
     from pocketsphinx import Decoder
 
-    decoder = Decoder(samprate=16000, loglevel="FATAL")
+    decoder = Decoder(samprate=SAMPLE_RATE_HZ, loglevel="FATAL")
     decoder.start_utt()
     for i in range(0, len(pcm16), ENGINE_CHUNK_BYTES):
         decoder.process_raw(pcm16[i:i + ENGINE_CHUNK_BYTES], False, False)
@@ -137,8 +144,9 @@ def _messages(data: bytes, size: int) -> Iterator[bytes]:
 
 def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int) -> str:
     """The concatenated final results of one unpaced session streaming `data`."""
-    rate = ENCODINGS[encoding][1]
-    size = rate * chunk_ms // 1000 * (2 if encoding == "linear16" else 1)
+    kind = Encoding(encoding)
+    rate = RATE_HZ[kind]
+    size = rate * chunk_ms // 1000 * kind.bytes_per_sample
     config = StreamConfig(encoding=encoding, sample_rate_hz=rate, interim_results=True,
                           endpointing_silence_ms=ONE_UTTERANCE_SILENCE_MS)
     finals = []
@@ -155,7 +163,7 @@ def measure(target: str, clips: Sequence[Clip], encodings: Sequence[str], chunks
     return measure_conditions(target, {(e, c): list(clips) for e in encodings for c in chunks})
 
 
-def rotation(clips: Sequence[Clip], encodings: Sequence[str] = tuple(ENCODINGS),
+def rotation(clips: Sequence[Clip], encodings: Sequence[str] = ENCODINGS,
              chunks: Sequence[int] = CHUNK_MS) -> dict[tuple[str, int], list[Clip]]:
     """Each clip in one (encoding, message size), taken in turn: every condition, every clip, 1/9 the cost."""
     conditions = [(e, c) for e in encodings for c in chunks]
@@ -205,7 +213,8 @@ def table(rows: Sequence[Row]) -> str:
         path = ("direct (engine alone)" if r.chunk_ms == 0
                 else f"direct, the clips of {-r.chunk_ms} ms" if r.chunk_ms < 0
                 else f"through voxgate, {r.chunk_ms} ms messages")
-        label = {"linear16": "16 kHz LINEAR16", "mulaw": "8 kHz mu-law", "alaw": "8 kHz A-law"}[r.encoding]
+        kind = Encoding(r.encoding)
+        label = f"{RATE_HZ[kind] // 1000} kHz {kind.name}"
         lines.append(f"| {label} | {path} | {r.words} | {r.wer:.3f} | {r.identical}/{r.clips} |")
     return "\n".join(lines)
 

@@ -5,3 +5,4 @@ from __future__ import annotations
 SAMPLE_RATE_HZ = 16000
 BYTES_PER_SAMPLE = 2
 BYTES_PER_MS = SAMPLE_RATE_HZ * BYTES_PER_SAMPLE // 1000
+CHUNK_MS = 80  # the audio of one AudioChunk the service sends (a cut one is shorter): Voxtral's step

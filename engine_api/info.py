@@ -5,8 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-INTERIM_APPEND_ONLY = "append_only"  # an utterance's deltas are its final text
-INTERIM_REVISABLE = "revisable"  # the engine may end an utterance with a Revision
+
+class InterimStability(StrEnum):
+    """Whether an engine's interim text may be revised by its final (the wire carries the value)."""
+
+    NONE = ""  # not reported (an older sidecar)
+    APPEND_ONLY = "append_only"  # an utterance's deltas are its final text
+    REVISABLE = "revisable"  # the engine may end an utterance with a Revision
+
+    @classmethod
+    def from_wire(cls, value: str) -> InterimStability:
+        """The stability a wire string names; NONE for one this side does not know."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.NONE
 
 
 class PositionMode(StrEnum):
@@ -67,4 +80,4 @@ class EngineInfo:
     position_mode: PositionMode = PositionMode.NONE
     position_mode_reason: str = ""  # why not re-anchoring
     position_runtime: PositionRuntime | None = None  # engines with a position clock, once started
-    interim_stability: str = INTERIM_APPEND_ONLY  # INTERIM_APPEND_ONLY | INTERIM_REVISABLE
+    interim_stability: InterimStability = InterimStability.APPEND_ONLY

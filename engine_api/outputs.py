@@ -2,7 +2,7 @@
 progress and a final Closed (SessionOutput on the wire; engine_api.wire converts).
 
 An utterance (the audio between two flushes) is told in deltas that only append; an engine whose info says
-INTERIM_REVISABLE may end an utterance with a Revision, its own final hypothesis, which replaces them.
+InterimStability.REVISABLE may end an utterance with a Revision, its own final hypothesis, which replaces them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Delta:
 class Revision:
     """The engine's own final hypothesis for the utterance the next Flushed (or Closed) ends.
 
-    Its deltas replace every Delta sent since the previous Flushed. Only INTERIM_REVISABLE engines send
+    Its deltas replace every Delta sent since the previous Flushed. Only InterimStability.REVISABLE engines send
     it, and only right before that Flushed or Closed.
     """
 

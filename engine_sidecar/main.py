@@ -16,7 +16,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -24,6 +24,7 @@ import structlog
 
 from engine_api.v1 import engine_pb2_grpc
 
+from .engine import Engine
 from .engines import ENGINE_NAMES, create_engine
 from .servicer import EngineServicer
 
@@ -71,10 +72,14 @@ def private_umask() -> Iterator[None]:
         os.umask(old)
 
 
-async def serve(args: argparse.Namespace) -> int:
+async def serve(args: argparse.Namespace, engine: Engine | None = None,
+                announce: Callable[[], None] | None = None) -> int:
+    """Serve one engine on args.socket. `engine`: built by the caller (a front end of a shared engine core);
+    `announce`: called once serving, instead of printing the READY line."""
     log = structlog.get_logger("sidecar")
-    options = json.loads(args.engine_options) if args.engine_options else None
-    engine = create_engine(args.engine, args.model, args.max_sessions, options)
+    if engine is None:
+        options = json.loads(args.engine_options) if args.engine_options else None
+        engine = create_engine(args.engine, args.model, args.max_sessions, options)
     await engine.start()
     socket_path = Path(args.socket)
     prepare_socket(socket_path)
@@ -90,7 +95,10 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"READY {os.getpid()}", flush=True)
+    if announce is None:
+        print(f"READY {os.getpid()}", flush=True)
+    else:
+        announce()
     log.info("sidecar_ready", engine=engine.info.name, model=engine.info.model, socket=str(socket_path))
     await stop.wait()
     log.info("sidecar_stopping")
@@ -101,4 +109,14 @@ async def serve(args: argparse.Namespace) -> int:
 
 def run_sidecar(args: argparse.Namespace) -> int:
     die_with_parent()
+    if args.engine == "voxtral" and _frontends(args) > 1:
+        # One engine core, K front-end processes (vLLM's multi-client mechanism): voxtral/core_host.py.
+        from .voxtral.core_host import run_core_host
+
+        return run_core_host(args)
     return asyncio.run(serve(args))
+
+
+def _frontends(args: argparse.Namespace) -> int:
+    options = json.loads(args.engine_options) if args.engine_options else {}
+    return int(options.get("frontends", 1)) if isinstance(options, dict) else 1

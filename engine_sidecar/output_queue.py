@@ -7,14 +7,11 @@ from collections.abc import AsyncIterator
 
 from engine_api.outputs import PROGRESS_EVERY_MS, Closed, EngineOutput, Progress
 
-# Outputs one engine session holds for its gRPC stream before the engine waits for the stream to take them.
-# Not the service's queue of one engine link (service/session/engine_link.py), which buffers the same outputs
-# on the other side of the socket.
-SIDECAR_OUTPUTS_BUFFERED = 256
+from .limits import OUTPUTS
 
 
 class OutputChannel:
-    def __init__(self, maxsize: int = SIDECAR_OUTPUTS_BUFFERED) -> None:
+    def __init__(self, maxsize: int = OUTPUTS.value) -> None:
         self._queue: asyncio.Queue[EngineOutput | None] = asyncio.Queue(maxsize=maxsize)
         self._ended = False
         self._progress_ms = 0  # the last Progress reported

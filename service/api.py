@@ -19,26 +19,29 @@ from .audio.decode import Encoding
 from .capacity import CapacityAudit, CapacityCounts
 from .clock import Clock
 from .config import Config
+from .engine_pool import EnginePool
 from .events import ClientInput, EndReason, SessionOutput
+from .peers import ResumeRelay
 from .security import Tenant, current_tenant
-from .session.core import Session
+from .session.channels import AnySession, new_session
 from .session.engine_link import SidecarEngines
 from .session.engine_source import EngineSource
 from .session_config import MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
-from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("api")
 
 
 class SpeechServicer(speech_pb2_grpc.SpeechServicer):
-    def __init__(self, config: Config, supervisor: SidecarSupervisor, clock: Clock,
-                 on_capacity_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, config: Config, pool: EnginePool, clock: Clock,
+                 on_capacity_change: Callable[[], None] = lambda: None, relay: ResumeRelay | None = None) -> None:
         self._config = config
-        self._supervisor = supervisor
-        self._engines: EngineSource = SidecarEngines(supervisor)
+        self._relay = relay  # one of several workers: resumes of the others' sessions go to their owner
+        self._pool = pool
+        self._engines: EngineSource = SidecarEngines(pool)
         self._clock = clock
-        self._sessions: dict[str, Session] = {}  # by resume token; detached ones included
+        self._sessions: dict[str, AnySession] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
+        self._slots_of: dict[str, int] = {}  # session id → sessions it counts as (one per recognized channel)
         self._starting = 0  # admitted sessions still opening their engine link (not yet in _sessions)
         self._no_sessions = asyncio.Event()
         self._no_sessions.set()
@@ -47,62 +50,67 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self.draining = False
 
     @property
-    def sessions(self) -> list[Session]:
+    def sessions(self) -> list[AnySession]:
         return list(self._sessions.values())
 
     def _languages(self) -> tuple[str, ...]:
-        status = self._supervisor.status
+        status = self._pool.status
         return tuple(status.languages) if status else ()
 
     @property
     def held(self) -> int:
         """Sessions holding a slot: starting, live, and detached ones waiting for a resume."""
-        return len(self._sessions) + self._starting
+        return sum(self._slots_of.get(s.session_id, 1) for s in self._sessions.values()) + self._starting
 
     def _limit(self) -> int:
-        c, status = self._config, self._supervisor.status
-        return min(c.max_sessions, status.max_sessions) if status and status.max_sessions else c.max_sessions
+        """--max-sessions, or less when the engines up hold fewer (each engine's max_sessions; 0: unbounded)."""
+        bounds = [s.max_sessions for s in self._pool.statuses()]
+        if not bounds or not all(bounds):
+            return self._config.max_sessions
+        return min(self._config.max_sessions, sum(bounds))
 
     def has_room(self) -> bool:
         return self.held < self._limit()
 
     def capacity_counts(self) -> CapacityCounts:
-        status = self._supervisor.status
-        return CapacityCounts(service=self.held, sidecar=status.active_sessions if status else 0,
-                              engine=status.counters.get("sessions_active", 0) if status else 0,
-                              opening=status.opening_sessions if status else 0)
+        statuses = self._pool.statuses()  # the engines up: a dead one's sessions are moving elsewhere
+        return CapacityCounts(service=self.held, sidecar=sum(s.active_sessions for s in statuses),
+                              engine=sum(s.counters.get("sessions_active", 0) for s in statuses),
+                              opening=sum(s.opening_sessions for s in statuses))
 
     def audit_capacity(self) -> None:
         """After a sidecar status: compare the three counts (see service/capacity.py)."""
         self.capacity.check(self.capacity_counts())
 
-    def _admit(self, tenant: Tenant | None) -> None:
+    def _admit(self, tenant: Tenant | None, slots: int = 1) -> None:
+        """All of a session's `slots` or none."""
         c = self._config
         if self.draining:
             raise errors.unavailable(errors.DRAINING, "server is draining; connect to another instance",
                                      c.retry_delay_s)
-        if not self._supervisor.ready:
+        if not self._pool.ready:
             raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting",
                                      c.retry_delay_s)
         limit = self._limit()
-        if self.held >= limit:
+        if self.held + slots > limit:
             raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
         if tenant is not None:
             quota = tenant.max_sessions or c.tenant_max_sessions
-            if quota and sum(t == tenant.name for t in self._tenant_of.values()) >= quota:
+            if quota and sum(self._slots_of.get(s, 1) for s, t in self._tenant_of.items() if t == tenant.name) \
+                    + slots > quota:
                 raise errors.session_quota(tenant.name, quota)
 
-    def _session_ended(self, session: Session) -> None:
+    def _session_ended(self, session: AnySession) -> None:
         self._sessions.pop(session.resume_token, None)
         self._tenant_of.pop(session.session_id, None)
+        self._slots_of.pop(session.session_id, None)
         session.record_metrics()
         if not self._sessions:
             self._no_sessions.set()
-        if not self._supervisor.admitting:  # maybe for want of a slot: see that this one is free now
-            self._supervisor.check_soon()
+        self._pool.check_soon()  # engines not admitting, maybe for want of a slot: see that one is free now
         self._on_capacity_change()
 
-    async def _open(self, msg: pb.StreamingConfig) -> tuple[Session, int]:
+    async def _open(self, msg: pb.StreamingConfig) -> tuple[AnySession, int]:
         """A new session, or the one `resume_token` names; and the seq to continue after."""
         tenant = current_tenant()
         if msg.resume_token:
@@ -117,22 +125,25 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             log.info("session_resumed", after_seq=msg.resume_last_seq, audio_bytes=msg.resume_audio_bytes)
             return session, msg.resume_last_seq
         cfg = validate(msg, self._config, self._languages())
-        self._admit(tenant)
+        self._admit(tenant, cfg.slots)
         session_id = uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(session_id=session_id)
-        session = Session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended)
+        session = new_session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended,
+                              token_prefix=self._relay.role.token_prefix if self._relay else "")
         if tenant is not None:
             self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
-        self._starting += 1  # holds its slot while it starts: a burst cannot all pass _admit at once
+        self._slots_of[session_id] = cfg.slots
+        self._starting += cfg.slots  # holds its slots while it starts: a burst cannot all pass _admit at once
         self._on_capacity_change()
         try:
             started = await session.start()
         except BaseException:  # refused, failed, or the client hung up meanwhile (start() closed its link)
             self._tenant_of.pop(session_id, None)
-            self._starting -= 1
+            self._slots_of.pop(session_id, None)
+            self._starting -= cfg.slots
             self._on_capacity_change()
             raise
-        self._starting -= 1  # from here on _sessions holds it, with no await in between
+        self._starting -= cfg.slots  # from here on _sessions holds it, with no await in between
         metrics.SESSIONS_STARTED.inc()
         tracing.session_started(session.session_id, {
             "voxgate.encoding": cfg.encoding.value, "voxgate.sample_rate_hz": cfg.sample_rate_hz,
@@ -183,6 +194,11 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             if first.WhichOneof("request") != "config":
                 raise errors.protocol_order(
                     f"the first request must carry config; got {first.WhichOneof('request') or 'an empty request'}")
+            if self._relay and (owner := self._relay.role.owner_of(first.config.resume_token)) is not None:
+                async for response in self._relay.relay(owner, first, requests, context):
+                    responses += 1
+                    yield response
+                return
             max_bytes = self._config.max_audio_bytes_per_message
             async for seq, out, cfg in self.run_session(first.config, _inputs(requests)):
                 responses += 1
@@ -199,7 +215,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self, request: pb.GetCapabilitiesRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetCapabilitiesResponse:
         c = self._config
-        status = self._supervisor.status
+        status = self._pool.status
         return pb.GetCapabilitiesResponse(
             encodings=[e.proto for e in Encoding], min_sample_rate_hz=MIN_RATE_HZ, max_sample_rate_hz=MAX_RATE_HZ,
             max_audio_channel_count=MAX_CHANNELS, languages=list(self._languages()),
@@ -220,8 +236,10 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self.draining = True
         for session in self.sessions:
             session.stop_input(EndReason.DRAINING)
+        # A worker also waits for the resumes it relays: their owner drains them at the same time.
+        ends = [self._no_sessions.wait(), *([self._relay.idle()] if self._relay else [])]
         try:
-            await asyncio.wait_for(self._no_sessions.wait(), grace_s)
+            await asyncio.wait_for(asyncio.gather(*ends), grace_s)
         except TimeoutError:
             log.warning("drain_grace_expired", sessions=len(self._sessions))
             for session in self.sessions:

@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_sidecar(args)
     config = config_from_args(args)
     configure_logging(config.log_level)
+    if config.workers != 1:
+        from .workers import run_workers  # a parent: N worker processes and one sidecar
+
+        return run_workers(config)
     from .server import Server
 
     try:

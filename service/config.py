@@ -10,6 +10,8 @@ import json
 import os
 from dataclasses import dataclass, fields
 
+from . import limits
+
 DEFAULT_PORT = 50051
 
 
@@ -27,14 +29,17 @@ class Config:
     engine_options: str = ""  # JSON object; built from the engine flags (see engine_flags.py)
     preset: str = ""
     max_sessions: int = 16
+    workers: int = 1  # service processes on the one port (service/workers.py)
     sidecar_socket: str = ""
     sidecar_external: bool = False  # attach to a sidecar started by someone else (a container, a unit)
     sidecar_start_timeout_s: float = 300.0
     sidecar_health_interval_s: float = 2.0
     sidecar_restart_backoff_s: float = 0.5
+    engines: int = 1  # engine sidecars, each its own process and socket (service/engine_pool.py)
+    gpus: str = ""  # "all" or "0,1,…": one engine per GPU, pinned (service/gpus.py); "": no pinning
     retry_delay_s: float = 2.0
-    max_audio_bytes_per_message: int = 65536
-    max_message_bytes: int = 4 * 1024 * 1024
+    max_audio_bytes_per_message: int = limits.AUDIO_MESSAGE.value  # bytes
+    max_message_bytes: int = limits.MESSAGE.value  # bytes
     endpointing_silence_ms: int = 800
     max_endpointing_silence_ms: int = 10000
     vad_aggressiveness: int = 2
@@ -48,7 +53,7 @@ class Config:
     keepalive_timeout_s: float = 10.0
     engine_recovery_timeout_s: float = 60.0
     freeze_timeout_s: float = 15.0
-    max_replay_ms: int = 30000
+    max_replay_ms: int = limits.REPLAY.value
     flow_status_interval_ms: int = 1000
     log_level: str = "info"
     metrics_port: int = 0
@@ -68,12 +73,18 @@ HELP = {
     "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
     "engine_options": "engine options as a JSON object (the engine flags below override it)",
     "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
+    "workers": "service worker processes sharing the port (SO_REUSEPORT) and one engine sidecar; "
+               "--max-sessions holds across them all (1: one process, no parent)",
     "sidecar_socket": "Unix socket of the engine sidecar (default: a private temp dir)",
     "sidecar_external": "do not spawn the sidecar: attach to one already serving on --sidecar-socket "
                         "(another container or unit) and wait for it whenever it restarts",
     "sidecar_start_timeout_s": "how long the sidecar may take to become ready",
     "sidecar_health_interval_s": "seconds between sidecar health checks",
     "sidecar_restart_backoff_s": "first delay before restarting a dead sidecar (doubles)",
+    "engines": "engine sidecars to run (on the CPU: tests); sessions go to the one with most free capacity, "
+               "and move to another when theirs dies (with several, --sidecar-socket S means S.0, S.1, …)",
+    "gpus": "one engine per GPU, each pinned to its device (CUDA_VISIBLE_DEVICES): all (counted with "
+            "nvidia-smi -L) or ids 0,1,… (empty: no pinning)",
     "retry_delay_s": "RetryInfo delay sent with UNAVAILABLE",
     "max_audio_bytes_per_message": "largest audio payload in one request",
     "max_message_bytes": "transport limit on one gRPC message",

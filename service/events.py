@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from engine_api.info import InterimStability
+
 from .transcript import Result
 
 
@@ -48,13 +50,14 @@ class Started:
     resumed: bool = False
     position_mode: str = ""  # engine's: "reanchor" | "rollover" | "" (no position clock)
     position_mode_reason: str = ""
-    interim_stability: str = ""  # engine's: "append_only" | "revisable" | "" (not reported)
+    interim_stability: InterimStability = InterimStability.NONE  # the engine's
 
 
 @dataclass(frozen=True)
 class SpeechEvent:
     started: bool
     offset_ms: int
+    channel: int = 0  # as Result.channel
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,10 @@ CAPACITY_SESSIONS = Gauge("voxgate_capacity_sessions",
 CAPACITY_MISMATCHES = Counter("voxgate_capacity_mismatches_total",
                               "Health checks at which service, sidecar and engine session counts stayed apart "
                               "(a leaked slot); counted once until they agree again")
-ENGINE_UP = Gauge("voxgate_engine_up", "1 while the engine sidecar is ready")
+ENGINE_UP = Gauge("voxgate_engine_up", "Engine sidecars ready (1 while the one engine is; --engines N: up to N)")
+ENGINE_READY = Gauge("voxgate_engine_ready", "1 while this engine sidecar is ready (by engine index)", ["engine"])
+ENGINE_SESSIONS = Gauge("voxgate_engine_sessions", "Engine sessions this service has open on each engine",
+                        ["engine"])
 SIDECAR_RESTARTS = Counter("voxgate_sidecar_restarts_total", "Engine sidecar restarts")
 ENGINE_KV_USAGE = Gauge("voxgate_engine_kv_cache_usage_ratio", "Engine KV-cache usage (engines that report it)")
 ENGINE_QUEUE = Gauge("voxgate_engine_queue_depth", "Requests waiting in the engine (engines that report it)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
+from engine_api.info import InterimStability
 from engine_api.v1 import engine_pb2
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -22,7 +23,7 @@ from .events import (
     SpeechEvent,
     Started,
 )
-from .session_config import SessionConfig
+from .session_config import ChannelMode, SessionConfig
 from .transcript import Result
 
 END_REASONS = {
@@ -76,9 +77,14 @@ def client_input(msg: pb.StreamingRecognizeRequest) -> ClientInput:
     raise errors.protocol_order("empty request: set one of config, audio, keep_alive, finalize")
 
 
+CHANNEL_MODES = {ChannelMode.SEPARATE: pb.CHANNEL_MODE_SEPARATE, ChannelMode.DOWNMIX: pb.CHANNEL_MODE_DOWNMIX,
+                 ChannelMode.FIRST: pb.CHANNEL_MODE_FIRST}
+
+
 def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
     return pb.StreamingConfig(
-        encoding=cfg.encoding.proto, sample_rate_hz=cfg.sample_rate_hz, audio_channel_count=1,
+        encoding=cfg.encoding.proto, sample_rate_hz=cfg.sample_rate_hz, audio_channel_count=cfg.channels,
+        channel_mode=CHANNEL_MODES[cfg.channel_mode] if cfg.channels > 1 else pb.CHANNEL_MODE_UNSPECIFIED,
         language_code=cfg.language_code, interim_results=cfg.interim_results,
         enable_word_time_offsets=cfg.word_time_offsets,
         endpointing=pb.EndpointingConfig(silence_ms=cfg.endpointing_silence_ms),
@@ -91,12 +97,13 @@ POSITION_MODES = {"reanchor": pb.POSITION_MODE_REANCHOR, "rollover": pb.POSITION
                   "capped": pb.POSITION_MODE_CAPPED}
 
 
-INTERIM_STABILITIES = {"append_only": pb.INTERIM_STABILITY_APPEND_ONLY, "revisable": pb.INTERIM_STABILITY_REVISABLE}
+INTERIM_STABILITIES = {InterimStability.APPEND_ONLY: pb.INTERIM_STABILITY_APPEND_ONLY,
+                       InterimStability.REVISABLE: pb.INTERIM_STABILITY_REVISABLE}
 
 
 def interim_stability(engine_value: str) -> pb.InterimStability.ValueType:
-    """The engine's interim stability ("append_only" | "revisable") as the public enum."""
-    return INTERIM_STABILITIES.get(engine_value, pb.INTERIM_STABILITY_UNSPECIFIED)
+    """The engine's interim stability (an InterimStability, or its wire string) as the public enum."""
+    return INTERIM_STABILITIES.get(InterimStability.from_wire(engine_value), pb.INTERIM_STABILITY_UNSPECIFIED)
 
 
 def session_limits(max_duration_s: float, idle_timeout_s: float) -> pb.SessionLimits:
@@ -119,7 +126,8 @@ def result(r: Result, with_words: bool) -> pb.RecognitionResult:
              for w in r.words] if with_words else []
     return pb.RecognitionResult(
         result_id=r.result_id, utterance_index=r.utterance_index, is_final=r.is_final, text=r.text, delta=r.delta,
-        start_offset=duration_ms(r.start_ms), end_offset=duration_ms(r.end_ms), words=words, revised=r.revised)
+        start_offset=duration_ms(r.start_ms), end_offset=duration_ms(r.end_ms), words=words, revised=r.revised,
+        channel=r.channel)
 
 
 def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: int) -> pb.StreamingRecognizeResponse:
@@ -128,7 +136,7 @@ def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: 
     if isinstance(out, SpeechEvent):
         kind = pb.SPEECH_EVENT_TYPE_SPEECH_STARTED if out.started else pb.SPEECH_EVENT_TYPE_SPEECH_ENDED
         return pb.StreamingRecognizeResponse(
-            seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms)))
+            seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms), channel=out.channel))
     if isinstance(out, Notice):
         return pb.StreamingRecognizeResponse(seq=seq, warning=pb.Warning(code=out.code, message=out.message))
     if isinstance(out, FlowReport):

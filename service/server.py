@@ -21,11 +21,12 @@ from . import compat, metrics, request_stream, tracing
 from .api import SpeechServicer
 from .clock import Clock, SystemClock
 from .config import Config
+from .engine_pool import EnginePool
+from .limits import TRANSPORT_WINDOW
+from .peers import ResumeRelay, WorkerRole, private_umask
 from .security import Security
-from .sidecar import SidecarSupervisor
 
 log = structlog.get_logger("server")
-TRANSPORT_WINDOW_BYTES = 65536  # ~2 s of 16 kHz audio per stream; larger messages still arrive, in parts
 # Clients may ping this often (the Python client pings every 20 s); gRPC's default, 5 min, answers
 # a client's keepalive on a quiet stream with GOAWAY, which would cut live sessions.
 CLIENT_MIN_PING_INTERVAL_MS = 10_000
@@ -51,12 +52,15 @@ def keepalive_options(c: Config) -> list[tuple[str, int]]:
 
 
 class Server:
-    def __init__(self, config: Config, clock: Clock | None = None) -> None:
+    def __init__(self, config: Config, clock: Clock | None = None, worker: WorkerRole | None = None) -> None:
         self.config = config
+        self._worker = worker  # one of `--workers N` (service/workers.py): shares the port, relays resumes
         self._security = Security(config)  # reads and checks the TLS and token files: bad ones fail the start
         self._health = health.aio.HealthServicer()
-        self._supervisor = SidecarSupervisor(config, self._on_engine_ready, self._on_engine_status)
-        self._speech = SpeechServicer(config, self._supervisor, clock or SystemClock(), self._refresh_readiness)
+        # One engine sidecar, or several (--engines / --gpus): sessions are placed across them.
+        self._pool = EnginePool(config, self._on_engine_ready, self._on_engine_status)
+        relay = ResumeRelay(worker, config.max_message_bytes) if worker else None
+        self._speech = SpeechServicer(config, self._pool, clock or SystemClock(), self._refresh_readiness, relay)
         self._ready = False  # readiness as last set
         self._grpc: grpc.aio.Server | None = None
         self._stop = asyncio.Event()
@@ -77,7 +81,7 @@ class Server:
         self._refresh_readiness()
 
     def _refresh_readiness(self) -> None:
-        s = self._supervisor
+        s = self._pool
         ready = s.serving and self._speech.has_room() and not self._speech.draining
         if ready != self._ready:
             self._ready = ready
@@ -91,11 +95,11 @@ class Server:
         interceptors = [*self._security.interceptors(), request_stream.MalformedUnaryRequests()]
         self._grpc = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", c.max_message_bytes),
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", 1 if self._worker else 0),  # workers share the port; else a taken port fails
             # Fixed per-stream window: at most this much unread client audio sits in the
             # transport; beyond it HTTP/2 flow control holds the client.
             ("grpc.http2.bdp_probe", 0),
-            ("grpc.http2.lookahead_bytes", TRANSPORT_WINDOW_BYTES),
+            ("grpc.http2.lookahead_bytes", TRANSPORT_WINDOW.value),  # larger messages still arrive, in parts
             *keepalive_options(c),
         ])
         speech_pb2_grpc.add_SpeechServicer_to_server(self._speech, self._grpc)
@@ -106,6 +110,9 @@ class Server:
         address, credentials = f"{c.host}:{c.port}", self._security.credentials
         self.port = (self._grpc.add_secure_port(address, credentials) if credentials
                      else self._grpc.add_insecure_port(address))
+        if self._worker:  # private: the other workers relay resumes of this one's sessions here
+            with private_umask():
+                self._grpc.add_insecure_port(f"unix:{self._worker.socket()}")
         self._security.warn_if_exposed(c.host)
         await self._health.set("", SERVING)
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)
@@ -114,7 +121,7 @@ class Server:
         metrics.serve_metrics(c.metrics_port, c.host, lambda: len(self._speech.sessions))
         print(f"voxgate listening on {c.host}:{self.port}", flush=True)
         log.info("listening", host=c.host, port=self.port, engine=c.engine, **self._security.describe())
-        await self._supervisor.start()
+        await self._pool.start()
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -138,5 +145,5 @@ class Server:
         await self._health.enter_graceful_shutdown()
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)
-        await self._supervisor.stop()
+        await self._pool.stop()
         log.info("stopped")

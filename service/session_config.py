@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -14,9 +15,21 @@ from .config import Config
 
 MIN_RATE_HZ = 8000
 MAX_RATE_HZ = 48000
-MAX_CHANNELS = 1
+MAX_CHANNELS = 8
 MAX_LANGUAGE_CODE_CHARS = 35  # RFC 5646 §4.4.1: the longest tag implementations must keep
 LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_-]*")  # "en-US" (BCP-47); "en_US" as some clients write it; "" = default
+
+
+class ChannelMode(Enum):
+    """How audio of more than one channel is recognized (voxgate.v1 ChannelMode)."""
+
+    SEPARATE = "separate"  # one session per channel, results tagged 1..N
+    DOWNMIX = "downmix"  # the channels averaged into one
+    FIRST = "first"  # only the first channel (the vendors' default without separate recognition)
+
+
+CHANNEL_MODES = {pb.CHANNEL_MODE_UNSPECIFIED: ChannelMode.SEPARATE, pb.CHANNEL_MODE_SEPARATE: ChannelMode.SEPARATE,
+                 pb.CHANNEL_MODE_DOWNMIX: ChannelMode.DOWNMIX, pb.CHANNEL_MODE_FIRST: ChannelMode.FIRST}
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,13 @@ class SessionConfig:
     max_duration_s: float  # 0 = unbounded
     idle_timeout_s: float
     flow_status_interval_s: float  # 0: no FlowStatus responses
+    channels: int = 1  # interleaved in the client's audio
+    channel_mode: ChannelMode = ChannelMode.SEPARATE  # meaningful when channels > 1
+
+    @property
+    def slots(self) -> int:
+        """Sessions it counts as for capacity and quotas: one per separately recognized channel."""
+        return self.channels if self.channels > 1 and self.channel_mode is ChannelMode.SEPARATE else 1
 
 
 def _seconds(d: object) -> float:
@@ -53,10 +73,12 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
         raise errors.unsupported_format(
             "config.sample_rate_hz",
             f"sample_rate_hz must be {MIN_RATE_HZ}..{MAX_RATE_HZ} (got {msg.sample_rate_hz})")
-    if msg.audio_channel_count not in (0, 1):
+    if not 0 <= msg.audio_channel_count <= MAX_CHANNELS:
         raise errors.unsupported_format(
             "config.audio_channel_count",
-            f"only mono audio is supported (audio_channel_count 1); got {msg.audio_channel_count}")
+            f"audio_channel_count must be 1..{MAX_CHANNELS} (0 means 1); got {msg.audio_channel_count}")
+    if msg.channel_mode not in CHANNEL_MODES:
+        raise errors.invalid_config("config.channel_mode", f"unknown channel_mode {msg.channel_mode}")
     language = msg.language_code
     if len(language) > MAX_LANGUAGE_CODE_CHARS or not LANGUAGE_CODE.fullmatch(language):
         raise errors.invalid_config(
@@ -86,4 +108,6 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
                               "config.limits.idle_timeout") if _seconds(msg.limits.idle_timeout)
         else server.idle_timeout_s,
         flow_status_interval_s=max(flow_interval_ms, 50) / 1000 if flow_interval_ms else 0.0,
+        channels=max(msg.audio_channel_count, 1),
+        channel_mode=CHANNEL_MODES[msg.channel_mode],
     )

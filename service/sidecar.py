@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +67,12 @@ class SidecarStartError(RuntimeError):
 
 class SidecarSupervisor:
     def __init__(self, config: Config, on_ready_change: Callable[[bool], None],
-                 on_status: Callable[[], None] = lambda: None) -> None:
+                 on_status: Callable[[], None] = lambda: None, index: int | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self._config = config
+        self.index = index  # its place in an engine pool of several (service/engine_pool.py); None: the only one
+        self._env = dict(env or {})  # over the service's own environment (a GPU pin: CUDA_VISIBLE_DEVICES)
+        self._log = log.bind(engine_index=index) if index is not None else log
         self._on_ready_change = on_ready_change
         self._on_status = on_status  # after every status the sidecar answered (health checks)
         self._admission_logged = True  # the running engine's admission as last logged (a new engine: admitting)
@@ -114,8 +118,8 @@ class SidecarSupervisor:
     async def _spawn(self) -> None:
         c = self._config
         cmd = sidecar_command(c, self._socket)
-        log.info("sidecar_spawn", cmd=" ".join(cmd))
-        env = {**engine_env_defaults(c.engine), **os.environ, **preset_env(c.preset)}
+        self._log.info("sidecar_spawn", cmd=" ".join(cmd))
+        env = {**engine_env_defaults(c.engine), **os.environ, **preset_env(c.preset), **self._env}
         self._proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, env=env)
         assert self._proc.stdout is not None
         try:
@@ -137,7 +141,7 @@ class SidecarSupervisor:
             self._proc.kill()
             await self._close_channel()
             raise
-        log.info("sidecar_ready", pid=self._proc.pid, engine=status.engine, model=status.model)
+        self._log.info("sidecar_ready", pid=self._proc.pid, engine=status.engine, model=status.model)
         self._take_status(status)
         self._set_ready(True)
 
@@ -149,7 +153,6 @@ class SidecarSupervisor:
     def _set_ready(self, ready: bool) -> None:
         """The engine came up (after its first answer) or went away. Down forgets the engine's own status, so a
         restarted one is judged from its own first answer only."""
-        metrics.ENGINE_UP.set(1 if ready else 0)
         if ready:
             self._ready_event.set()
             self._down_event.clear()
@@ -170,7 +173,7 @@ class SidecarSupervisor:
         admitting = self._engine_admits(status, self.engine_status)
         if admitting != self._admission_logged:  # no headroom or no slot: a load balancer should look elsewhere
             self._admission_logged = admitting
-            log.info("engine_admission", admitting=admitting, reason=self.engine_status.refusal)
+            self._log.info("engine_admission", admitting=admitting, reason=self.engine_status.refusal)
 
     async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
                          ) -> engine_pb2_grpc.EngineStub | None:
@@ -208,7 +211,7 @@ class SidecarSupervisor:
             await self._close_channel()
             if self._stopping:
                 return
-            log.warning("sidecar_died", returncode=self._proc.returncode, restarts=self.restarts)
+            self._log.warning("sidecar_died", returncode=self._proc.returncode, restarts=self.restarts)
             await self._restart()
 
     async def _restart(self) -> None:
@@ -221,7 +224,7 @@ class SidecarSupervisor:
                 await self._spawn()
                 return
             except (SidecarStartError, OSError, grpc.RpcError) as exc:
-                log.error("sidecar_restart_failed", error=str(exc))
+                self._log.error("sidecar_restart_failed", error=str(exc))
                 delay = min(delay * 2, 10.0)
 
     async def _follow_external(self) -> None:
@@ -232,7 +235,7 @@ class SidecarSupervisor:
             self._set_ready(False)
             await self._close_channel()
             if not self._stopping:
-                log.warning("sidecar_lost", socket=str(self._socket))
+                self._log.warning("sidecar_lost", socket=str(self._socket))
 
     async def _attach(self) -> None:
         waiting_logged = False
@@ -244,7 +247,7 @@ class SidecarSupervisor:
             except grpc.RpcError as exc:
                 await channel.close()
                 if not waiting_logged:
-                    log.info("sidecar_waiting", socket=str(self._socket), error=str(exc.code()))
+                    self._log.info("sidecar_waiting", socket=str(self._socket), error=str(exc.code()))
                     waiting_logged = True
                 await asyncio.sleep(self._config.sidecar_restart_backoff_s)
                 continue
@@ -253,7 +256,7 @@ class SidecarSupervisor:
                 metrics.SIDECAR_RESTARTS.inc()
             self._attached_before = True
             self._channel, self.stub = channel, stub
-            log.info("sidecar_attached", socket=str(self._socket), engine=status.engine, model=status.model)
+            self._log.info("sidecar_attached", socket=str(self._socket), engine=status.engine, model=status.model)
             self._take_status(status)
             self._set_ready(True)
             return
@@ -273,7 +276,7 @@ class SidecarSupervisor:
                 self._on_status()
             except grpc.RpcError as exc:
                 failures += 1
-                log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))
+                self._log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))
                 if self._config.sidecar_external and exc.code() == grpc.StatusCode.UNAVAILABLE:
                     return  # nothing listens: it is gone (whoever runs it restarts it)
 

@@ -33,6 +33,7 @@ class Result:
     end_ms: int
     words: tuple[Word, ...]
     revised: bool = False  # final only: replaces the utterance's interim text instead of extending it
+    channel: int = 0  # 1-based audio channel (separate recognition per channel); 0: the session's only one
 
 
 class UtteranceAssembler:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import signal
@@ -60,15 +61,9 @@ class ServerProcess:
 
     def sidecar_pid(self) -> int:
         """The sidecar is the server's only child process."""
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    stat = (entry / "stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
-                    return int(entry.name)
-        raise AssertionError("no sidecar child process")
+        children = child_pids(self.proc.pid)
+        assert children, "no sidecar child process"
+        return children[0]
 
     def log(self) -> str:
         return self.log_path.read_text()
@@ -81,6 +76,33 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         return self.proc.wait()
+
+
+def parent_pids() -> dict[int, int]:
+    """Every process's parent, from /proc (processes that vanish meanwhile are left out)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return parents
+
+
+def child_pids(pid: int) -> list[int]:
+    return sorted(child for child, parent in parent_pids().items() if parent == pid)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The absolute modules a Python file imports (relative imports are the package's own business)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
 
 
 def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
@@ -122,6 +144,19 @@ def config_request(**kwargs: object) -> pb.StreamingRecognizeRequest:
 def audio_requests(data: bytes, chunk_bytes: int = 3200) -> Iterator[pb.StreamingRecognizeRequest]:
     for i in range(0, len(data), chunk_bytes):
         yield pb.StreamingRecognizeRequest(audio=data[i:i + chunk_bytes])
+
+
+def requests_until(stop: threading.Event, first: pb.StreamingRecognizeRequest, audio: bytes, chunk_bytes: int,
+                   pace_s: float = 0.02) -> Iterator[pb.StreamingRecognizeRequest]:
+    """A client that vanishes: `first`, then the audio paced, until `stop` is set; then the stream stays open
+    (not half-closed) until the caller drops the call."""
+    yield first
+    for i in range(0, len(audio), chunk_bytes):
+        if stop.is_set():
+            break
+        time.sleep(pace_s)
+        yield pb.StreamingRecognizeRequest(audio=audio[i:i + chunk_bytes])
+    stop.wait(30)
 
 
 def recognize(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],

@@ -32,6 +32,8 @@ export interface Wav {
   channels: number;
   /** Mono signed 16-bit little-endian PCM. */
   pcm: Buffer;
+  /** The file's own channels, interleaved signed 16-bit little-endian frames. */
+  interleaved: Buffer;
 }
 export function readWav(source: string | Buffer): Wav;
 export function chunks(data: Buffer, size: number): Generator<Buffer>;
@@ -75,6 +77,8 @@ export interface TranscribeWavOptions extends Omit<StreamOptions, 'bytesPerSecon
   interimResults?: boolean;
   wordTimeOffsets?: boolean;
   languageCode?: string;
+  /** A multichannel file: send its channels, each recognized on its own ('separate'), or downmixed by the server ('mix'). */
+  channels?: 'separate' | 'mix';
 }
 export function transcribeWav(
   client: SpeechClient,

@@ -55,8 +55,9 @@ function createClient(target, { credentials, options } = {}) {
 
 /**
  * Read a PCM WAV file (or Buffer): 8/16/24/32-bit integer samples, any channel count.
- * Returns { sampleRate, channels, pcm } with `pcm` mono signed 16-bit little-endian
- * (channels averaged), at the file's own rate: resampling is the server's job.
+ * Returns { sampleRate, channels, pcm, interleaved } with `pcm` mono signed 16-bit little-endian
+ * (channels averaged), at the file's own rate: resampling is the server's job; `interleaved`
+ * the file's own channels as signed 16-bit little-endian frames.
  */
 function readWav(source) {
   const buf = Buffer.isBuffer(source) ? source : fs.readFileSync(source);
@@ -89,18 +90,23 @@ function readWav(source) {
   const width = fmt.bits / 8;
   const frames = Math.floor(data.length / (width * fmt.channels));
   const pcm = Buffer.alloc(frames * 2);
+  const interleaved = Buffer.alloc(frames * fmt.channels * 2);
+  const int16 = (v) => Math.max(-32768, Math.min(32767, Math.round(v)));
   for (let i = 0; i < frames; i++) {
     let sum = 0;
     for (let c = 0; c < fmt.channels; c++) {
       const at = (i * fmt.channels + c) * width;
-      if (width === 1) sum += (data[at] - 128) * 256;
-      else if (width === 2) sum += data.readInt16LE(at);
-      else if (width === 3) sum += data.readIntLE(at, 3) / 256;
-      else sum += data.readInt32LE(at) / 65536;
+      let v;
+      if (width === 1) v = (data[at] - 128) * 256;
+      else if (width === 2) v = data.readInt16LE(at);
+      else if (width === 3) v = data.readIntLE(at, 3) / 256;
+      else v = data.readInt32LE(at) / 65536;
+      interleaved.writeInt16LE(int16(v), (i * fmt.channels + c) * 2);
+      sum += v;
     }
-    pcm.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(sum / fmt.channels))), i * 2);
+    pcm.writeInt16LE(int16(sum / fmt.channels), i * 2);
   }
-  return { sampleRate: fmt.sampleRate, channels: fmt.channels, pcm };
+  return { sampleRate: fmt.sampleRate, channels: fmt.channels, pcm, interleaved };
 }
 
 /** Split `data` into Buffers of `size` bytes (the last may be shorter). */
@@ -191,23 +197,29 @@ function streamRecognize(client, config, audio, options = {}) {
 /**
  * Stream a WAV file's audio (downmixed to mono LINEAR16 at the file's rate) in
  * `chunkMs` pieces (100 ms by default), paced at `pace` x real time (default 1; null: no pacing).
- * Other options: interimResults (default true), wordTimeOffsets, languageCode, and those of
+ * Other options: interimResults (default true), wordTimeOffsets, languageCode, channels
+ * ('separate': a multichannel file's channels sent interleaved and each recognized on its own,
+ * results carrying `channel` 1..N; 'mix': sent so and downmixed by the server), and those of
  * streamRecognize.
  */
 function transcribeWav(client, wav, options = {}) {
   const { chunkMs = DEFAULT_CHUNK_MS, interimResults = true, wordTimeOffsets = false, languageCode = '' } = options;
-  const { sampleRate, pcm } = readWav(wav);
+  const { sampleRate, channels, pcm, interleaved } = readWav(wav);
+  const multichannel = Boolean(options.channels) && channels > 1;
   const config = {
     encoding: 'AUDIO_ENCODING_LINEAR16',
     sample_rate_hz: sampleRate,
-    audio_channel_count: 1,
+    audio_channel_count: multichannel ? channels : 1,
     language_code: languageCode,
     interim_results: interimResults,
     enable_word_time_offsets: wordTimeOffsets,
   };
-  const chunkBytes = Math.max(1, Math.floor((sampleRate * chunkMs) / 1000)) * 2;
+  if (multichannel) config.channel_mode = options.channels === 'mix' ? 'CHANNEL_MODE_DOWNMIX' : 'CHANNEL_MODE_SEPARATE';
+  const frame = 2 * config.audio_channel_count;
+  const chunkBytes = Math.max(1, Math.floor((sampleRate * chunkMs) / 1000)) * frame;
   const pace = options.pace === undefined ? 1 : options.pace;
-  return streamRecognize(client, config, chunks(pcm, chunkBytes), { ...options, pace, bytesPerSecond: sampleRate * 2 });
+  return streamRecognize(client, config, chunks(multichannel ? interleaved : pcm, chunkBytes),
+    { ...options, pace, bytesPerSecond: sampleRate * frame });
 }
 
 /** Seconds in a google.protobuf.Duration as the loader returns it (null: 0). */

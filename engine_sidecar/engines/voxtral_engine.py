@@ -27,6 +27,8 @@ from engine_api.status import EngineStatus, SessionStat
 from ..engine import EngineCounters
 from ..reanchor.guards import config_problems
 from ..voxtral.admission import kv_sessions, lag_refusal
+from ..voxtral.core_calls import ABORT_CLIENT_METHOD
+from ..voxtral.frontend_client import FrontEndClient
 from ..voxtral.options import VLLM_VERSION, VoxtralOptions
 from ..voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
 from ..voxtral.reanchor_link import PositionChoice, ReanchorLink
@@ -42,9 +44,19 @@ EXIT_ENGINE_DEAD = 70  # EX_SOFTWARE: distinct from a crash of the sidecar itsel
 LANGUAGES = ("en", "zh", "hi", "es", "ar", "fr", "pt", "ru", "de", "ja", "ko", "it", "nl")
 
 
+def extension_choice(options: VoxtralOptions, version: str) -> tuple[list[str], bool]:
+    """Why re-anchoring cannot run (start-up guards), and whether vLLM loads our extension all the same. The
+    engine core's launcher (core_host.py) and every front end must agree: the engine args follow from it."""
+    problems = config_problems(options, version, VLLM_VERSION) if options.reanchor else ["turned off (--no-reanchor)"]
+    return problems, not problems or options.exact_rope_tables or options.precise_rope
+
+
 class VoxtralEngine:
     def __init__(self, model: str, max_sessions: int, options: Mapping[str, Any] | VoxtralOptions | None = None,
-                 exit: Callable[[int], None] = os._exit, clock: Callable[[], float] = time.monotonic) -> None:
+                 exit: Callable[[int], None] = os._exit, clock: Callable[[], float] = time.monotonic,
+                 client: FrontEndClient | None = None) -> None:
+        """client: this process is one of K front ends of an engine core another process launched
+        (voxtral/core_host.py); None: it launches its own (one front end, the default)."""
         if not model:
             raise ValueError("the voxtral engine needs --model: a Mistral-format checkpoint directory "
                              "(e.g. one written by `python -m engine_sidecar.voxtral.tiny_checkpoint DIR`)")
@@ -52,7 +64,9 @@ class VoxtralEngine:
         self._model = model
         self._exit = exit
         self._clock = clock
-        self.info = EngineInfo(name="voxtral", model=model, max_sessions=min(max_sessions, self.options.max_num_seqs),
+        self._client = client
+        self.info = EngineInfo(name="voxtral", model=model, max_sessions=self._share(min(max_sessions,
+                                                                                        self.options.max_num_seqs)),
                                languages=LANGUAGES, frame_ms=80)
         self._counters = EngineCounters()
         self.scheduler = SchedulerSnapshot()
@@ -60,7 +74,7 @@ class VoxtralEngine:
         self._ctx: EngineContext | None = None
         self._llm: Any = None
         self._monitor: asyncio.Task[None] | None = None
-        self._reanchor = ReanchorLink(self._counters)
+        self._reanchor = ReanchorLink(self._counters, None if client is None else f"{client.request_prefix}-")
         self._sessions: dict[str, VoxtralSession] = {}
 
     async def start(self) -> None:
@@ -76,21 +90,31 @@ class VoxtralEngine:
         from vllm.model_executor.model_loader import get_model_cls
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        problems = config_problems(self.options, version, VLLM_VERSION) if self.options.reanchor \
-            else ["turned off (--no-reanchor)"]
-        extension = not problems or self.options.exact_rope_tables or self.options.precise_rope
+        problems, extension = extension_choice(self.options, version)
         args = AsyncEngineArgs(**self.options.engine_kwargs(self._model, on_cpu=cpu, reanchor=extension))
         # Built on the event-loop thread, not in a worker thread: PR_SET_PDEATHSIG fires when the *thread*
         # that started the child exits, so the EngineCore must be started by a thread that lives as long as we do.
-        self._llm = llm = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger_factory(self.scheduler)])
+        stat_loggers = [stat_logger_factory(self.scheduler)]
+        if self._client is None:
+            self._llm = llm = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers)
+        else:  # a client of the core the supervisor launched: vLLM's multi-API-server path
+            c = self._client
+            self._llm = llm = AsyncLLM.from_vllm_config(
+                args.create_engine_config(), stat_loggers=stat_loggers, disable_log_stats=args.disable_log_stats,
+                client_addresses=dict(c.addresses), client_count=c.slots, client_index=c.slot)
+            if c.orphan_slot is not None:  # the front end this one replaces left its requests holding KV
+                freed = await llm.engine_core.call_utility_async(ABORT_CLIENT_METHOD, c.orphan_slot)
+                log.info("frontend_orphans_aborted", slot=c.orphan_slot, requests=freed)
         model_cls = get_model_cls(llm.model_config)
         if not getattr(model_cls, "realtime_max_tokens", None):
             raise ValueError(f"{self._model} is not a realtime (streaming) model: {model_cls.__name__}")
         if extension:
             problems += await self._reanchor.arm(llm, wanted=not problems)
         (kv,) = (await llm.collective_rpc("voxgate_kv_geometry"))[:1]
-        self._counters.extra["kv_max_sessions"] = kv_max = kv_sessions(
-            kv["num_blocks"], kv["block_sizes"], kv["windows"], self.options.max_model_len)
+        self._counters.extra["kv_max_sessions"] = kv_max = self._share(kv_sessions(
+            kv["num_blocks"], kv["block_sizes"], kv["windows"], self.options.max_model_len))
+        if self._client is not None:
+            self._counters.extra.update(self._client.counters())
         if kv_max < self.info.max_sessions:
             log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
@@ -108,7 +132,8 @@ class VoxtralEngine:
             on_request_error=self._on_request_error, clock=self._clock, position_mode=mode,
             reanchor_listeners=self._reanchor.listeners,
             flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None,
-            fallback_rollover=budget)
+            fallback_rollover=budget,
+            request_prefix="voxgate" if self._client is None else self._client.request_prefix)
         self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
                                languages=LANGUAGES, frame_ms=geometry.frame_ms,
                                transcription_delay_ms=geometry.delay_ms, position_mode=mode.mode,
@@ -121,6 +146,12 @@ class VoxtralEngine:
         log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
                  position_mode=mode.mode, request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
                  blank_token_id=geometry.blank_token_id)
+
+    def _share(self, capacity: int) -> int:
+        """This front end's part of the engine core's capacity (all of it with one front end). A static split, not
+        a counter shared between processes: a SIGKILLed front end cannot leave a shared count wrong, and the
+        service places new sessions on the front end with room."""
+        return capacity if self._client is None else self._client.share(capacity)
 
     async def open_session(self, session_id: str, language_code: str) -> VoxtralSession:
         if self._ctx is None:

@@ -14,6 +14,7 @@ issued before the call was therefore applied before the answer, or never.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,14 +28,53 @@ def install_core_poll() -> bool:
     if getattr(EngineCore, POLL_METHOD, None) is not None:
         return True
 
-    def voxgate_reanchor_poll(self: Any) -> dict[str, Any]:
+    def voxgate_reanchor_poll(self: Any, tag_prefix: str | None = None) -> dict[str, Any]:
         drain = getattr(self.scheduler, "voxgate_issued", None)  # absent: a scheduler that never shifts
         issued = drain() if drain is not None else []
-        ranks = self.collective_rpc("voxgate_reanchor_events")
-        return {"issued": issued, "ranks": list(ranks)}
+        ranks = list(self.collective_rpc("voxgate_reanchor_events"))
+        if tag_prefix is None:  # the one front end: everything is its news
+            return {"issued": issued, "ranks": ranks}
+        box = self.__dict__.setdefault("_voxgate_mailbox", Mailbox())
+        return box.exchange(issued, ranks, tag_prefix)
 
     setattr(EngineCore, POLL_METHOD, voxgate_reanchor_poll)
     return True
+
+
+MAILBOX_KEPT = 4096  # news kept for front ends that have not polled yet (a dead one's is dropped oldest first)
+
+
+class Mailbox:
+    """Several front ends share one engine core (voxtral/core_host.py): each poll drains everything, keeps what
+    is for the caller (its requests' tags start with its prefix) and holds the rest for the others.
+
+    An issued shift and every rank's acknowledgement of it carry the same tag, so they always go to the same
+    front end, in the same answer or an earlier one: the no-race argument above holds per front end."""
+
+    def __init__(self) -> None:
+        self._issued: deque[dict[str, Any]] = deque(maxlen=MAILBOX_KEPT)
+        self._events: list[deque[dict[str, Any]]] = []
+
+    def exchange(self, issued: list[dict[str, Any]], ranks: list[dict[str, Any]], prefix: str) -> dict[str, Any]:
+        self._issued.extend(issued)
+        while len(self._events) < len(ranks):
+            self._events.append(deque(maxlen=MAILBOX_KEPT))
+        for held, rank in zip(self._events, ranks, strict=False):
+            held.extend(rank.get("events", ()))
+        mine_issued = _take(self._issued, prefix)
+        return {"issued": mine_issued,
+                "ranks": [{**rank, "events": _take(held, prefix)} for held, rank in zip(self._events, ranks,
+                                                                                          strict=False)]}
+
+
+def _take(items: deque[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    """Remove and return the items whose tag starts with prefix, keeping the others in order."""
+    mine = [x for x in items if str(x.get("tag", "")).startswith(prefix)]
+    if mine:
+        rest = [x for x in items if not str(x.get("tag", "")).startswith(prefix)]
+        items.clear()
+        items.extend(rest)
+    return mine
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,10 @@ class ReanchorWorkerExtension:
     def voxgate_reanchor_setup(self) -> dict[str, Any]:
         """Run the worker-side guards, probe the KV layouts, arm the hook. Never raises: reports."""
         runner: Any = self.model_runner  # type: ignore[attr-defined]
+        if (armed := getattr(runner, "_voxgate_setup_report", None)) is not None:
+            # Another front end of this engine core armed it (voxtral/core_host.py): arming again would reset the
+            # ledger under its live sessions and rebuild the RoPE tables. Same answer instead.
+            return dict(armed)
         settings = ReanchorSettings.from_vllm_config(runner.vllm_config) or ReanchorSettings()
         try:
             if not install_hook():
@@ -135,8 +139,10 @@ class ReanchorWorkerExtension:
             return {"ok": False, "reason": f"self-check failed: {exc!r}", **_what_runs(runner)}
         runner._voxgate_ledger = _Ledger()
         setattr(runner, ROTATOR_ATTR, rotator)
-        return {"ok": True, "reason": "", "layers": rotator.describe(), "exact_rope_tables": tables,
-                "windows": windows, "block_sizes": units, "runtime": describe_runtime(runner)}
+        runner._voxgate_setup_report = report = {
+            "ok": True, "reason": "", "layers": rotator.describe(), "exact_rope_tables": tables,
+            "windows": windows, "block_sizes": units, "runtime": describe_runtime(runner)}
+        return dict(report)
 
     def voxgate_kv_geometry(self) -> dict[str, Any]:
         """The KV pool as this worker holds it: blocks, and per group its block size and window (None: full)."""
@@ -167,6 +173,7 @@ class ReanchorWorkerExtension:
         armed = getattr(runner, ROTATOR_ATTR, None) is not None
         if armed:
             delattr(runner, ROTATOR_ATTR)
+        runner._voxgate_setup_report = None
         return armed
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..limits import ADMISSION_LAG, BACKLOG
 from ..reanchor.settings import ReanchorSettings
 
 VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
@@ -39,8 +40,8 @@ class VoxtralOptions:
     # Session behaviour
     rollover_margin_tokens: int = 4  # head-room kept below max_model_len besides the right padding
     rollover_silence_window_s: float = 60.0  # look for a VAD silence this long before the cap
-    max_backlog_ms: int = 3000  # audio pushed but not yet transcribed before push_audio waits
-    admission_max_lag_ms: int = 1000  # refuse new sessions while a session lags real time by more (0: off)
+    max_backlog_ms: int = BACKLOG.value  # audio pushed but not yet transcribed before push_audio waits
+    admission_max_lag_ms: int = ADMISSION_LAG.value  # refuse new sessions while one lags real time more (0: off)
     rut_blank_frames: int = 200  # blank run over speech that counts as a rut (0: off)
     # The engine's stall watchdog: no output while audio is fed, for this long, restarts the session's request
     # (0: off). Not the service's freeze watch (`voxgate serve --freeze-timeout-s`, 15 s), which resets the
@@ -48,6 +49,10 @@ class VoxtralOptions:
     stall_timeout_s: float = 10.0
     emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
     blank_logit_bias: float = 0.0  # added to the blank token's logit (tests: a large value forces a rut)
+    # Front ends per engine core (voxtral/core_host.py): K AsyncLLM processes share one EngineCore, each with
+    # 1/K of its capacity; a dead front end is replaced on one of `frontend_spares` spare client slots.
+    frontends: int = 1
+    frontend_spares: int = 4
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
@@ -78,6 +83,10 @@ class VoxtralOptions:
             raise ValueError("reanchor_rotate must be all, decoder or none")
         if not 0 < self.reanchor_margin_tokens < self.max_model_len:
             raise ValueError("reanchor_margin_tokens must be in (0, max_model_len)")
+        if self.frontends < 1 or self.frontend_spares < 0:
+            raise ValueError("frontends must be >= 1 and frontend_spares >= 0")
+        if self.frontends > self.max_num_seqs:
+            raise ValueError("frontends must be <= max_num_seqs (each front end admits max_num_seqs / frontends)")
         if self.max_backlog_ms < 1000:
             raise ValueError("max_backlog_ms must be >= 1000 (the model needs ~560 ms of look-ahead)")
 

@@ -61,8 +61,11 @@ class StreamListener:
 
 
 class ReanchorLink:
-    def __init__(self, counters: EngineCounters) -> None:
+    def __init__(self, counters: EngineCounters, tag_prefix: str | None = None) -> None:
         self.listeners: dict[str, StreamListener] = {}
+        # With several front ends on one engine core: the prefix of this one's request ids, so that a poll takes
+        # only its own news (tripwire.Mailbox). None: the engine core's only client, everything is its news.
+        self._tag_prefix = tag_prefix
         self.runtime: PositionRuntime | None = None  # what runs, as the first worker's set-up found it
         self._counters = counters
         self._poller: asyncio.Task[None] | None = None
@@ -74,7 +77,7 @@ class ReanchorLink:
         problems = [str(r.get("reason") or "worker set-up failed") for r in reports if not r.get("ok")]
         if wanted and not problems:
             try:
-                await llm.engine_core.call_utility_async(POLL_METHOD)  # the tripwire must answer before we rely on it
+                await self._call_poll(llm)  # the tripwire must answer before we rely on it
             except Exception as exc:
                 problems.append(f"the re-anchor tripwire cannot reach the engine core ({exc}): shifts could go "
                                 "unchecked")
@@ -109,11 +112,16 @@ class ReanchorLink:
 
     async def poll_once(self, llm: Any) -> None:
         try:
-            report = await llm.engine_core.call_utility_async(POLL_METHOD)
+            report = await self._call_poll(llm)
         except Exception as exc:  # the engine's death is the engine monitor's business
             log.debug("reanchor_poll_failed", error=repr(exc))
             return
         self.dispatch(report)
+
+    async def _call_poll(self, llm: Any) -> dict[str, Any]:
+        args = () if self._tag_prefix is None else (self._tag_prefix,)
+        report: dict[str, Any] = await llm.engine_core.call_utility_async(POLL_METHOD, *args)
+        return report
 
     def dispatch(self, report: dict[str, Any]) -> None:
         """Hand one poll's news to the sessions, in the order the scheduler issued the shifts."""

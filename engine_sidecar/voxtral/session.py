@@ -58,6 +58,7 @@ class EngineContext:
     reanchor_listeners: dict[str, StreamListener] = field(default_factory=dict)
     flush_reanchor: Callable[[], Awaitable[None]] | None = None  # fetch pending events now
     fallback_rollover: RolloverPolicy | None = None  # a session whose re-anchoring failed rolls over by this
+    request_prefix: str = "voxgate"  # of every request id; one per front end sharing an engine core
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
@@ -152,7 +153,8 @@ class VoxtralSession:
         bias = self._ctx.options.blank_logit_bias
         reanchor = self._mode.reanchor
         stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
-                               {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor)
+                               {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor,
+                               prefix=self._ctx.request_prefix)
         if reanchor:
             self._ctx.reanchor_listeners[stream.request_id] = StreamListener(
                 lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure))

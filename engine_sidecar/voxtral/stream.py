@@ -30,12 +30,13 @@ class RequestStream:
 
     def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
                  predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None,
-                 reanchor: bool = False) -> None:
+                 reanchor: bool = False, prefix: str = "voxgate") -> None:
         self._llm = llm
         self._reanchor = reanchor
         self._logit_bias = logit_bias
         self._model_cls = model_cls
-        self.request_id = f"voxgate-{session_id}-{next(_ids)}"
+        # prefix: one per front end of a shared engine core (its re-anchor news is routed by it)
+        self.request_id = f"{prefix}-{session_id}-{next(_ids)}"
         self.offset_ms = offset_ms  # session time at which this request's audio starts
         self.samples = 0  # real audio fed so far
         self.tokens = 0  # outputs received so far

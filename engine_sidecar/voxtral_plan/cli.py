@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
@@ -24,6 +25,7 @@ from .capacity import (
     stream_kv,
     weight_bytes_estimate,
 )
+from .cpu import CpuPlan, cpu_plan, render_cpu
 from .params import HUB_ID, VOXTRAL_MINI_4B_REALTIME, ParamsError, VoxtralParams, dtype_bytes, load_params
 from .presets import PRESETS, WINDOW_CHOICES, EnginePreset, WindowChoice, get_preset
 
@@ -59,6 +61,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight memory (default: checkpoint file size, or an estimate from params)")
     parser.add_argument("--tokens-per-step", type=int, default=1,
                         help="decoder tokens a stream schedules per step (realtime: 1 per 80 ms)")
+    parser.add_argument("--cpu-cores", type=int, default=os.cpu_count() or 1,
+                        help="CPU cores of the box, for the CPU ceiling next to GPU memory's (default: this box's)")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs of the box, one engine each (default 1)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -184,6 +189,8 @@ def build_plan(args: argparse.Namespace) -> dict[str, Any]:
         budget = Budget(args.gpu_memory, preset.gpu_memory_utilization, weight_bytes, reserve)
         rows = [plan_row(model, preset, c, budget, block_size=args.block_size, tokens_per_step=args.tokens_per_step)
                 for c in _choices(preset, model.params, args.window)]
+        for row in rows:  # the CPU ceiling of the box next to its GPUs' memory (engine_sidecar/voxtral_plan/cpu.py)
+            row["cpu"] = cpu_plan(args.cpu_cores, args.gpus, row["memory_streams"]).as_dict()
         out["presets"].append({
             "preset": preset.name, "description": preset.description,
             "gpu_memory_utilization": preset.gpu_memory_utilization, "max_num_seqs": preset.max_num_seqs,
@@ -228,6 +235,8 @@ def render_text(plan: dict[str, Any]) -> str:
             if row["serve_command"]:
                 lines += [f"    {row['serve_command']}", f"    {row['vllm_command']}"]
             lines += [f"    note: {n}" for n in row["notes"]]
+            if row.get("cpu") and row["memory_streams"]:
+                lines += [f"    {line}" for line in render_cpu(CpuPlan(**row["cpu"]))]
     return "\n".join(lines)
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine_api.audio import CHUNK_MS
+
 from .decode import Encoding, decode
 from .resample import StreamResampler
-from .vad import FRAME_BYTES, SpeechBoundary, VoiceActivity
+from .vad import FRAME_BYTES, FRAME_MS, SpeechBoundary, VoiceActivity
 
-CHUNK_FRAMES = 4  # 80 ms: Voxtral's step, and a multiple of the 20 ms VAD frame
+CHUNK_FRAMES = CHUNK_MS // FRAME_MS  # 80 ms: a whole number of 20 ms VAD frames
+if CHUNK_FRAMES * FRAME_MS != CHUNK_MS:
+    raise ImportError(f"an engine chunk ({CHUNK_MS} ms) must be whole VAD frames ({FRAME_MS} ms)")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
+from engine_api.info import InterimStability
 from voxgate_client.v1 import speech_pb2 as pb
 
 from .. import errors, request_stream
@@ -34,6 +35,7 @@ FIELD_NAMES = {
     "config.encoding": "encoding",
     "config.sample_rate_hz": "sample_rate_hertz",
     "config.audio_channel_count": "audio_channel_count",
+    "config.channel_mode": "enable_separate_recognition_per_channel",
     "config.language_code": "language_code",
 }
 
@@ -45,7 +47,7 @@ REVISABLE_STABILITY = 0.5  # the final may replace the interim text (no per-resu
 
 def interim_stability(started: Started) -> float:
     """The stability every interim result of this session carries: 1.0 only where the engine is append-only."""
-    return APPEND_ONLY_STABILITY if started.interim_stability == "append_only" else REVISABLE_STABILITY
+    return APPEND_ONLY_STABILITY if started.interim_stability == InterimStability.APPEND_ONLY else REVISABLE_STABILITY
 
 
 def field_map(config_prefix: str, audio_field: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -56,25 +58,35 @@ def field_map(config_prefix: str, audio_field: str, extra: Mapping[str, str] | N
 
 
 def voxgate_config(*, encoding: pb.AudioEncoding.ValueType, sample_rate_hz: int, channels: int, language_code: str,
-                   interim_results: bool, word_time_offsets: bool, silence_ms: int = 0) -> pb.StreamingConfig:
-    """The voxgate.v1 config a compat config maps to; G.711 without a rate means 8 kHz."""
+                   interim_results: bool, word_time_offsets: bool, silence_ms: int = 0,
+                   separate_channels: bool = False) -> pb.StreamingConfig:
+    """The voxgate.v1 config a compat config maps to; G.711 without a rate means 8 kHz.
+
+    Both vendors recognize only the first channel of multichannel audio unless asked for separate recognition.
+    """
     if not sample_rate_hz and encoding in (pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW):
         sample_rate_hz = 8000
     return pb.StreamingConfig(
         encoding=encoding, sample_rate_hz=sample_rate_hz, audio_channel_count=channels,
         language_code=language_code, interim_results=interim_results, enable_word_time_offsets=word_time_offsets,
-        endpointing=pb.EndpointingConfig(silence_ms=silence_ms))
+        endpointing=pb.EndpointingConfig(silence_ms=silence_ms),
+        channel_mode=pb.CHANNEL_MODE_SEPARATE if separate_channels else pb.CHANNEL_MODE_FIRST)
 
 
-def audio_pieces(data: bytes, limit: int) -> Iterator[AudioIn]:
-    """Compat audio messages may be larger than voxgate's per-message limit: split them (on whole samples)."""
-    step = max(2, limit - limit % 2)
+def frame_bytes(config: pb.StreamingConfig) -> int:
+    """A size every whole frame of the config's audio divides (2 bytes × channels suits any encoding)."""
+    return 2 * max(config.audio_channel_count, 1)
+
+
+def audio_pieces(data: bytes, limit: int, frame: int = 2) -> Iterator[AudioIn]:
+    """Compat audio messages may be larger than voxgate's per-message limit: split them (on whole frames)."""
+    step = max(frame, limit - limit % frame)
     for i in range(0, len(data), step):
         yield AudioIn(data[i:i + step])
 
 
 async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: str, limit: int,
-                        stop: asyncio.Event) -> AsyncIterator[ClientInput]:
+                        stop: asyncio.Event, frame: int = 2) -> AsyncIterator[ClientInput]:
     """Audio requests → voxgate inputs until the client half-closes or `stop` is set (single utterance).
 
     A second config is a PROTOCOL_ORDER error; a request with no audio (empty, or only a Riva `id`)
@@ -98,7 +110,7 @@ async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: s
                 return
             kind = msg.WhichOneof(oneof)
             if kind == audio_field and getattr(msg, audio_field):
-                for piece in audio_pieces(getattr(msg, audio_field), limit):
+                for piece in audio_pieces(getattr(msg, audio_field), limit, frame):
                     yield piece
             elif kind in (None, audio_field):
                 yield KeepAliveIn()
@@ -112,9 +124,9 @@ async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: s
                 await pending
 
 
-async def whole_audio(data: bytes, limit: int) -> AsyncIterator[ClientInput]:
+async def whole_audio(data: bytes, limit: int, frame: int = 2) -> AsyncIterator[ClientInput]:
     """The inputs of a unary Recognize: all of its audio, then the end of the stream."""
-    for piece in audio_pieces(data, limit):
+    for piece in audio_pieces(data, limit, frame):
         yield piece
 
 
@@ -213,7 +225,7 @@ class CompatServicer:
             sc = first.streaming_config
             config = self.voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
             inputs = stream_inputs(requests, "audio_content", "streaming_request", self._limit,
-                                   stop or asyncio.Event())
+                                   stop or asyncio.Event(), frame_bytes(config))
             stability = REVISABLE_STABILITY
             async for cfg, out in session(self._speech, self.service, config, inputs, context):
                 if isinstance(out, Started):
@@ -228,7 +240,8 @@ class CompatServicer:
         try:
             data = audio()
             config = self.voxgate_config(rc, False, "config.")
-            return await finals(self._speech, self.service, config, whole_audio(data, self._limit), context)
+            return await finals(self._speech, self.service, config,
+                                whole_audio(data, self._limit, frame_bytes(config)), context)
         except errors.StreamError as exc:
             await abort(context, exc, self.unary_fields)
             raise AssertionError("unreachable: abort raises") from exc

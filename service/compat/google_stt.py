@@ -45,7 +45,8 @@ def voxgate_config(rc: gs.RecognitionConfig, interim_results: bool, prefix: str)
     return adapter.voxgate_config(
         encoding=ENCODINGS[rc.encoding], sample_rate_hz=rc.sample_rate_hertz, channels=rc.audio_channel_count,
         language_code=rc.language_code, interim_results=interim_results,
-        word_time_offsets=rc.enable_word_time_offsets)
+        word_time_offsets=rc.enable_word_time_offsets,
+        separate_channels=rc.enable_separate_recognition_per_channel)
 
 
 def _alternative(r: Result, words: bool) -> gs.SpeechRecognitionAlternative:
@@ -60,7 +61,7 @@ def streaming_result(r: Result, language: str, words: bool, stability: float) ->
     return gs.StreamingRecognitionResult(
         alternatives=[_alternative(r, words)], is_final=r.is_final,
         stability=0.0 if r.is_final else stability, result_end_time=_duration(r.end_ms),
-        language_code=language)
+        channel_tag=r.channel, language_code=language)
 
 
 def _event(kind: int, offset_ms: int) -> gs.StreamingRecognizeResponse:
@@ -104,6 +105,6 @@ class GoogleSpeechServicer(adapter.CompatServicer, cloud_speech_pb2_grpc.SpeechS
     ) -> gs.RecognizeResponse:
         cfg, results = await self._recognize(request.config, lambda: _inline_audio(request), context)
         return gs.RecognizeResponse(results=[
-            gs.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.word_time_offsets)],
+            gs.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.word_time_offsets)], channel_tag=r.channel,
                                        result_end_time=_duration(r.end_ms), language_code=cfg.language_code)
             for r in results])

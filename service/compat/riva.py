@@ -41,7 +41,8 @@ def voxgate_config(rc: rasr.RecognitionConfig, interim_results: bool, prefix: st
     return adapter.voxgate_config(
         encoding=ENCODINGS[rc.encoding], sample_rate_hz=rc.sample_rate_hertz, channels=rc.audio_channel_count,
         language_code=rc.language_code, interim_results=interim_results,
-        word_time_offsets=rc.enable_word_time_offsets, silence_ms=max(silence, 0))
+        word_time_offsets=rc.enable_word_time_offsets, silence_ms=max(silence, 0),
+        separate_channels=rc.enable_separate_recognition_per_channel)
 
 
 def _alternative(r: Result, language: str, words: bool) -> rasr.SpeechRecognitionAlternative:
@@ -55,7 +56,7 @@ def _alternative(r: Result, language: str, words: bool) -> rasr.SpeechRecognitio
 def streaming_result(r: Result, language: str, words: bool, stability: float) -> rasr.StreamingRecognitionResult:
     return rasr.StreamingRecognitionResult(
         alternatives=[_alternative(r, language, words)], is_final=r.is_final,
-        stability=0.0 if r.is_final else stability, audio_processed=r.end_ms / 1000)
+        stability=0.0 if r.is_final else stability, audio_processed=r.end_ms / 1000, channel_tag=r.channel)
 
 
 def _configs(caps: pb.GetCapabilitiesResponse) -> Iterable[rasr.RivaSpeechRecognitionConfigResponse.Config]:
@@ -89,7 +90,7 @@ class RivaServicer(adapter.CompatServicer, riva_asr_pb2_grpc.RivaSpeechRecogniti
         cfg, results = await self._recognize(request.config, lambda: request.audio, context)
         return rasr.RecognizeResponse(id=request.id, results=[
             rasr.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.language_code, cfg.word_time_offsets)],
-                                         audio_processed=r.end_ms / 1000)
+                                         audio_processed=r.end_ms / 1000, channel_tag=r.channel)
             for r in results])
 
     async def GetRivaSpeechRecognitionConfig(

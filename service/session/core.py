@@ -29,7 +29,7 @@ from ..events import ClientInput, Ended, EndReason, FlowReport, Notice, Started
 from ..session_config import SessionConfig
 from .alarm import Alarm, sleep
 from .engine_chain import EngineChain, EngineGone
-from .engine_inputs import ENGINE_QUEUE_CHUNKS, engine_queue
+from .engine_inputs import engine_queue
 from .engine_source import EngineSource
 from .inbound import Inbound, StreamEnd
 from .log import ResponseLog
@@ -38,7 +38,7 @@ from .results import Results
 from .stats import SessionStats
 from .timers import SessionTimers
 
-__all__ = ["ENGINE_QUEUE_CHUNKS", "HALF_CLOSE_GRACE_S", "Session"]  # ENGINE_QUEUE_CHUNKS: for the backpressure tests
+__all__ = ["HALF_CLOSE_GRACE_S", "Session"]
 
 log = structlog.get_logger("session")
 HALF_CLOSE_GRACE_S = 0.02  # end of the request stream → half-close, unless the RPC is cancelled meanwhile
@@ -46,10 +46,10 @@ HALF_CLOSE_GRACE_S = 0.02  # end of the request stream → half-close, unless th
 
 class Session:
     def __init__(self, session_id: str, cfg: SessionConfig, server: Config, engines: EngineSource,
-                 clock: Clock, on_end: Callable[[Session], None]) -> None:
+                 clock: Clock, on_end: Callable[[Session], None], token_prefix: str = "") -> None:
         self.session_id = session_id
         self.cfg = cfg
-        self.resume_token = secrets.token_urlsafe(24)
+        self.resume_token = token_prefix + secrets.token_urlsafe(24)  # prefix: the worker that holds it
         self.started: Started | None = None  # the first response, sent again (resumed) to a resuming stream
         self.log = ResponseLog()
         self.phase = Phase.OPEN

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from ..limits import ENGINE_QUEUE_CHUNKS
 from .intake import Chunk
-
-ENGINE_QUEUE_CHUNKS = 64  # 5 s of 80 ms chunks waiting for the engine, then the client is not read
 
 
 @dataclass(frozen=True)

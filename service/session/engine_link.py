@@ -15,38 +15,62 @@ from typing import Protocol
 import grpc
 
 from engine_api.audio import SAMPLE_RATE_HZ
-from engine_api.info import PositionMode
+from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
 from engine_api.v1 import engine_pb2 as epb
 from engine_api.v1 import engine_pb2_grpc
 from engine_api.wire import output_from_proto
 
+from ..limits import ENGINE_OUTPUTS
 from .engine_source import EngineFailed, EngineFull, EngineLost, EngineStream, EngineUnavailable, StreamInfo
 
-OUTPUT_QUEUE_SIZE = 64
 OPEN_TIMEOUT_S = 30.0
 
 
-class EngineSupervisor(Protocol):
-    async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
-                         ) -> engine_pb2_grpc.EngineStub | None: ...
+class EnginePicker(Protocol):
+    """The engines a session may open on (service/engine_pool.py): one sidecar, or several."""
+
+    async def pick(self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+                   ) -> list[engine_pb2_grpc.EngineStub]:
+        """Stubs of ready engines to try, best first; empty when none is ready within wait_s. `failed`: the
+        stub whose stream just broke: its engine is left out while another is ready, else given a moment to be
+        noticed dead (as a lone sidecar is)."""
+        ...
+
+    def place(self, stub: engine_pb2_grpc.EngineStub, link: EngineLink) -> None:
+        """A session's stream is opening on that engine: placement counts it from now on, while it lasts (so
+        that a burst of opens spreads before any of them has answered)."""
+        ...
+
+    def opened(self, stub: engine_pb2_grpc.EngineStub, link: EngineLink) -> None:
+        """The engine opened it."""
+        ...
 
 
 class SidecarEngines:
-    """Opens EngineLinks on the sidecar's engine once the supervisor has it ready."""
+    """Opens EngineLinks on an engine the pool picks: the best first, the next when one refuses or is gone."""
 
-    def __init__(self, supervisor: EngineSupervisor) -> None:
-        self._supervisor = supervisor
+    def __init__(self, engines: EnginePicker) -> None:
+        self._engines = engines
 
     async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
                    failed: EngineStream | None = None) -> EngineLink:
         stale = failed.stub if isinstance(failed, EngineLink) else None
-        stub = await self._supervisor.wait_ready(wait_s, stale)
-        if stub is None:
+        stubs = await self._engines.pick(wait_s, stale)
+        if not stubs:
             raise EngineUnavailable("speech engine is starting or restarting")
-        link = EngineLink(stub, session_id, language, base_ms)
-        await link.open(OPEN_TIMEOUT_S)
-        return link
+        for n, stub in enumerate(stubs, 1):
+            link = EngineLink(stub, session_id, language, base_ms)
+            self._engines.place(stub, link)
+            try:
+                await link.open(OPEN_TIMEOUT_S)
+            except (EngineFull, EngineLost):
+                if n == len(stubs):
+                    raise  # the last engine's answer is the session's
+                continue
+            self._engines.opened(stub, link)
+            return link
+        raise AssertionError("not reached")  # the loop returns or raises
 
 
 def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
@@ -72,7 +96,7 @@ class EngineLink:
         self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
                                                         sample_rate_hz=SAMPLE_RATE_HZ))
         self._call: grpc.aio.StreamStreamCall | None = None
-        self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=OUTPUT_QUEUE_SIZE)
+        self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=ENGINE_OUTPUTS.value)
         self._reader: asyncio.Task[None] | None = None
 
     async def open(self, timeout_s: float) -> None:
@@ -103,7 +127,8 @@ class EngineLink:
             raise EngineLost("engine refused the session")
         opened = first.opened
         self.info = StreamInfo(opened.engine, opened.model, PositionMode.from_wire(opened.position_mode),
-                               opened.position_mode_reason, opened.interim_stability)
+                               opened.position_mode_reason,
+                               InterimStability.from_wire(opened.interim_stability))
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -125,6 +150,11 @@ class EngineLink:
                 raise  # our own cancel
             failure = EngineLost("engine channel closed")  # grpc cancels reads when a dead sidecar's channel closes
         await self._outputs.put(failure)
+
+    @property
+    def done(self) -> bool:
+        """The engine stream has ended (closed, cancelled, refused, or its sidecar gone); not before open()."""
+        return self._call is not None and self._call.done()
 
     async def next_output(self) -> EngineOutput:
         """The next output. Raises EngineLost / EngineFailed."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine_api.info import PositionMode
+from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import EngineOutput
 
 
@@ -38,7 +38,7 @@ class StreamInfo:
     model: str = ""
     position_mode: PositionMode = PositionMode.NONE
     position_mode_reason: str = ""
-    interim_stability: str = ""
+    interim_stability: InterimStability = InterimStability.NONE
 
 
 class EngineStream(Protocol):

@@ -9,7 +9,7 @@ import grpc
 from engine_api.audio import BYTES_PER_MS
 
 from .. import errors
-from ..audio.decode import Encoding, InvalidAudio
+from ..audio.decode import InvalidAudio
 from ..audio.pipeline import AudioPipeline, EngineChunk, PipelineOutput
 from ..audio.vad import SpeechBoundary
 from ..config import Config
@@ -36,7 +36,7 @@ class AudioIntake:
         self._limit = server.max_audio_bytes_per_message
         self._pipeline = AudioPipeline(cfg.encoding, cfg.sample_rate_hz, server.vad_aggressiveness,
                                        cfg.endpointing_silence_ms)
-        self._bytes_per_sample = 2 if cfg.encoding is Encoding.LINEAR16 else 1
+        self._bytes_per_sample = cfg.encoding.bytes_per_sample
         # A positive cap shorter than one sample is a cap of zero bytes, not "unbounded".
         self._max_bytes = (int(cfg.max_duration_s * cfg.sample_rate_hz) * self._bytes_per_sample
                            if cfg.max_duration_s > 0 else None)

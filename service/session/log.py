@@ -18,9 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
 from ..events import FlowReport, SessionOutput
+from ..limits import RESPONSES_RETAINED
 from ..transcript import Result
-
-RETAINED = 512  # delivered responses kept for a resume
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class Entry:
 
 
 class ResponseLog:
-    def __init__(self, retained: int = RETAINED) -> None:
+    def __init__(self, retained: int = RESPONSES_RETAINED.value) -> None:
         self._entries: deque[Entry] = deque()  # consecutive seqs
         self._delivered = 0  # highest seq handed to a reader
         self._retained = retained
@@ -54,7 +53,7 @@ class ResponseLog:
                 self._replaceable[key] = self._next_seq
             self._next_seq += 1
         if isinstance(item, Result) and item.is_final:
-            self._replaceable.pop(("interim", item.utterance_index), None)
+            self._replaceable.pop(("interim", item.channel, item.utterance_index), None)
         self._trim()
         self._changed.set()
 
@@ -100,7 +99,7 @@ def _coalescing_key(item: SessionOutput) -> object | None:
     if isinstance(item, FlowReport):
         return "flow"
     if isinstance(item, Result) and not item.is_final:
-        return ("interim", item.utterance_index)
+        return ("interim", item.channel, item.utterance_index)  # channels number their utterances apart
     return None
 
 

@@ -143,7 +143,7 @@ def test_config_rpc_lists_online_and_offline_models(sphinx_server: ServerProcess
 @pytest.mark.parametrize(("change", "field"), [
     ({"encoding": riva.client.AudioEncoding.FLAC}, "streaming_config.config.encoding"),
     ({"sample_rate_hertz": 4000}, "streaming_config.config.sample_rate_hertz"),
-    ({"audio_channel_count": 2}, "streaming_config.config.audio_channel_count"),
+    ({"audio_channel_count": 9}, "streaming_config.config.audio_channel_count"),
 ])
 def test_unsupported_audio_is_invalid_argument_naming_the_riva_field(
         sphinx_server: ServerProcess, change: dict, field: str) -> None:

@@ -70,7 +70,7 @@ def test_status_command_reports_health_engine_and_capacity(fake_server: ServerPr
 def test_capabilities(fake_server: ServerProcess) -> None:
     caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
     assert set(caps.encodings) == {pb.AUDIO_ENCODING_LINEAR16, pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW}
-    assert (caps.min_sample_rate_hz, caps.max_sample_rate_hz, caps.max_audio_channel_count) == (8000, 48000, 1)
+    assert (caps.min_sample_rate_hz, caps.max_sample_rate_hz, caps.max_audio_channel_count) == (8000, 48000, 8)
     assert caps.engine.name == "fake" and "en-US" in caps.languages
     assert caps.max_audio_bytes_per_message == 65536
     assert caps.interim_stability == pb.INTERIM_STABILITY_APPEND_ONLY  # the fake engine never revises

@@ -206,3 +206,36 @@ def test_example_reports_the_engines_interim_stability(example: list[str], serve
     (caps,) = _json_lines(proc)
     assert caps["interim_stability"] == stability
     assert caps["engine"]["name"] == server.removesuffix("_server")
+
+
+@pytest.mark.parametrize("channels", ["separate", "mix"])
+def test_example_sends_a_multichannel_wav_as_the_python_cli_does(example: list[str], sphinx_server: ServerProcess,
+                                                                 tmp_path: Path, channels: str) -> None:
+    """--channels separate|mix: each channel's finals (prefixed "[chN] ") or the server's downmix, as
+    `voxgate-transcribe` prints them (channels' lines may interleave differently: compared per channel)."""
+    voices = []
+    for name in ("go_forward.wav", "librivox_amiable_woman.wav"):
+        with wave.open(str(FIXTURES / "audio" / name)) as src:
+            voices.append(src.readframes(src.getnframes()))
+    n = max(len(v) for v in voices)
+    left, right = (v + b"\0" * (n - len(v)) for v in voices)
+    path = tmp_path / "two_voices.wav"
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(2)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(b"".join(left[i:i + 2] + right[i:i + 2] for i in range(0, n, 2)))
+    python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
+    expected = _run(python_cli, path, sphinx_server, "--no-pace", "--channels", channels)
+    proc = _run(example, path, sphinx_server, "--no-pace", "--channels", channels)
+    assert expected.returncode == 0 and proc.returncode == 0, _tail(expected) + _tail(proc)
+
+    def by_channel(stdout: str) -> dict[str, list[str]]:
+        lines: dict[str, list[str]] = {}
+        for line in stdout.splitlines():
+            tag = line[:line.index("] ") + 2] if line.startswith("[ch") else ""
+            lines.setdefault(tag, []).append(line)
+        return lines
+
+    got, want = by_channel(proc.stdout), by_channel(expected.stdout)
+    assert got == want and set(want) == ({"[ch1] ", "[ch2] "} if channels == "separate" else {""})

@@ -34,7 +34,7 @@ def test_second_config_is_protocol_order(fake_server: ServerProcess) -> None:
     ({"encoding": 17}, "config.encoding"),
     ({"sample_rate_hz": 7999}, "config.sample_rate_hz"),
     ({"sample_rate_hz": 96000}, "config.sample_rate_hz"),
-    ({"audio_channel_count": 2}, "config.audio_channel_count"),
+    ({"audio_channel_count": 9}, "config.audio_channel_count"),
 ])
 def test_unsupported_format_names_the_field(fake_server: ServerProcess, config: dict, field: str) -> None:
     code, reason, meta = fail(fake_server, [config_request(**config)])

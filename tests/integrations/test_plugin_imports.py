@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, imported_modules
 
 PACKAGES = {
     "livekit-plugins-voxgate": ROOT / "clients" / "livekit-plugins-voxgate" / "livekit" / "plugins" / "voxgate",
@@ -16,21 +13,11 @@ PACKAGES = {
 VOXGATE_INTERNALS = {"service", "engine_sidecar", "engine_api", "tests", "bench", "scripts"}
 
 
-def imported(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
-
-
 @pytest.mark.parametrize("package", sorted(PACKAGES))
 def test_the_integration_imports_only_the_python_client(package: str) -> None:
     modules = sorted(PACKAGES[package].rglob("*.py"))
     assert modules
-    names = {name for module in modules for name in imported(module)}
+    names = {name for module in modules for name in imported_modules(module)}
     assert not {n for n in names if n.split(".")[0] in VOXGATE_INTERNALS}, "no part of the server"
     assert not {n for n in names if n.startswith("voxgate_client._")}, "only the client's public modules"
     assert "voxgate_client" in names

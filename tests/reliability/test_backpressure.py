@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.session.core import ENGINE_QUEUE_CHUNKS
+from service.limits import ENGINE_QUEUE
 from tests.helpers import (
     ServerProcess,
     audio_requests,
@@ -68,7 +68,7 @@ def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: Server
     took = time.monotonic() - start
     flows = [r.flow_status for r in responses if r.HasField("flow_status")]
     # The service holds at most its queue, plus the chunk in flight and one client message, ahead of the engine.
-    assert max(f.buffered_audio_ms for f in flows) <= ENGINE_QUEUE_CHUNKS * 80 + 300
+    assert max(f.buffered_audio_ms for f in flows) <= ENGINE_QUEUE.value + 300
     assert took > 60 / 4 * 0.8, "the client could not outrun the engine: it was held back"
     words, reference = final_words(responses), reference_words(fake_server, audio)
     assert words == reference, f"the transcript is complete: {len(words)} vs {len(reference)} words; " + \

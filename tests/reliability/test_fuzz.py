@@ -95,7 +95,7 @@ def configs(draw: st.DrawFn) -> pb.StreamingConfig:
     cfg = pb.StreamingConfig(
         encoding=draw(int32([1, 2, 3], [0, 4, -1])),
         sample_rate_hz=draw(int32([8000, 16000, 22050, 44100, 48000], [0, 7999, 48001, -16000])),
-        audio_channel_count=draw(int32([0, 1], [2, -1])),
+        audio_channel_count=draw(int32([0, 1, 1, 2, 3], [9, -1])),
         language_code=draw(weighted((8, st.sampled_from(["", "en-US", "EN-us"])),
                                     (1, st.sampled_from(["fr-FR", "en", "x" * 300])), (1, st.text(max_size=12)))),
         interim_results=draw(st.booleans()),
@@ -201,7 +201,7 @@ def seconds(d: duration_pb2.Duration) -> float:
 
 def config_error(c: pb.StreamingConfig) -> str | None:
     if c.encoding not in BYTES_PER_SAMPLE or not 8000 <= c.sample_rate_hz <= 48000 \
-            or c.audio_channel_count not in (0, 1):
+            or not 0 <= c.audio_channel_count <= 8:
         return "UNSUPPORTED_AUDIO_FORMAT"
     if (c.language_code and c.language_code.lower() != "en-us") or c.flow_status.interval_ms < 0 \
             or not 0 <= c.endpointing.silence_ms <= MAX_SILENCE_MS \
@@ -252,7 +252,9 @@ def predict(sc: Scenario) -> Expect:
     timing = 0 < idle < 5
     max_s = seconds(c.limits.max_duration)
     bps = BYTES_PER_SAMPLE[c.encoding]
-    cap = int(max_s * c.sample_rate_hz) * bps if max_s > 0 else None
+    channels = max(c.audio_channel_count, 1)
+    frame = bps * channels
+    cap = int(max_s * c.sample_rate_hz) * frame if max_s > 0 else None
     received = 0
     for step in sc.steps[1:]:
         if step.kind in ("config", "resume", "empty"):
@@ -262,6 +264,8 @@ def predict(sc: Scenario) -> Expect:
         data = step.audio
         if len(data) > MAX_AUDIO:
             return Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "AUDIO_MESSAGE_TOO_LARGE"), timing=timing)
+        if channels > 1 and len(data) % frame:  # split into channels first: whole frames, before the cap
+            return Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_AUDIO"), timing=timing)
         at_cap = cap is not None and received + len(data) >= cap
         if at_cap:
             data = data[:max(cap - received, 0)]  # type: ignore[operator]

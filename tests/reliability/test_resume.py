@@ -17,6 +17,7 @@ from tests.helpers import (
     fake_script,
     hold_stream,
     recognize,
+    requests_until,
     resume_stream,
     silence,
     start_server,
@@ -48,16 +49,7 @@ def test_resume_continues_the_same_session_without_loss_or_duplicates(fake_serve
     first: list[pb.StreamingRecognizeResponse] = []
     stop_sending = threading.Event()
 
-    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
-        yield flow_config()
-        for i in range(0, len(audio), CHUNK):
-            if stop_sending.is_set():
-                break
-            time.sleep(0.02)
-            yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
-        stop_sending.wait(30)
-
-    call = fake_server.stub().StreamingRecognize(requests(), timeout=60)
+    call = fake_server.stub().StreamingRecognize(requests_until(stop_sending, flow_config(), audio, CHUNK), timeout=60)
     for response in call:
         first.append(response)
         acked = [r.flow_status.acked_audio_bytes for r in first if r.HasField("flow_status")]

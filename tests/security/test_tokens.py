@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -211,3 +212,31 @@ def test_a_session_resumes_only_for_its_own_tenant(server: ServerProcess) -> Non
     assert error_reason(err.value)[:2] == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
     responses = resume_stream(server.stub(), [resume], metadata=bearer(GLOBEX))
     assert responses[-1].WhichOneof("response") == "ended"
+
+
+def test_each_channel_counts_against_the_tenants_quota_all_or_none(server: ServerProcess) -> None:
+    """A two-channel session is two sessions of the tenant's quota: admitted whole, or refused whole."""
+    release = threading.Event()
+
+    def two_channels(token: str) -> Iterator[pb.StreamingRecognizeResponse]:  # held until `release`
+        def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+            yield config_request(audio_channel_count=2)
+            release.wait(30)
+        call = server.stub().StreamingRecognize(requests(), metadata=bearer(token), timeout=30)
+        assert next(call).WhichOneof("response") == "started"
+        return call
+
+    with pytest.raises(grpc.RpcError) as err:  # acme may hold one session: not two channels' worth
+        two_channels(ACME)
+    assert error_reason(err.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "SESSION_QUOTA")
+    channel = server.channel()
+    stereo = two_channels(GLOBEX)  # globex may hold three: two channels and one mono session
+    try:
+        mono = hold_stream(channel, bearer(GLOBEX))
+        with pytest.raises(grpc.RpcError) as err:
+            hold_stream(channel, bearer(GLOBEX))
+        assert error_reason(err.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "SESSION_QUOTA")
+        mono.release()
+    finally:
+        release.set()
+        list(stereo)

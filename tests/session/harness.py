@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
 from engine_api.audio import BYTES_PER_MS
-from engine_api.info import PositionMode
+from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Progress
 from service.audio.decode import Encoding
 from service.config import Config
@@ -108,7 +108,7 @@ class FakeStream:
 
     @property
     def info(self) -> StreamInfo:
-        return StreamInfo("fake", "fake-model", PositionMode.NONE, "", "append_only")
+        return StreamInfo("fake", "fake-model", PositionMode.NONE, "", InterimStability.APPEND_ONLY)
 
     # controls
     def emit(self, out: EngineOutput) -> None:

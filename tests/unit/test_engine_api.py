@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
 import pytest
 
-from engine_api.info import EngineInfo, KvGroupRuntime, PositionMode, PositionRuntime
+from engine_api.info import EngineInfo, InterimStability, KvGroupRuntime, PositionMode, PositionRuntime
 from engine_api.outputs import Closed, Delta, Diagnostic, DiagnosticKind, EngineOutput, Flushed, Progress, Revision
 from engine_api.status import EngineStatus, SessionStat
 from engine_api.v1 import engine_pb2
 from engine_api.wire import opened_to_proto, output_from_proto, output_to_proto, status_from_proto, status_to_proto
 from engine_sidecar.engines import create_engine
 from service.config import Config
-from service.proto_edge import POSITION_MODES
+from service.proto_edge import POSITION_MODES, interim_stability
 from service.sidecar import sidecar_command
-from tests.helpers import ROOT
+from tests.helpers import ROOT, imported_modules
+from voxgate_client.v1 import speech_pb2 as pb
 
 OUTPUTS: list[EngineOutput] = [
     Delta(" hello", 0, 300, (1, 2)),
@@ -51,6 +51,17 @@ def test_position_modes_keep_their_wire_strings() -> None:
     assert PositionMode.NONE == "" and EngineInfo("fake", "m", 1, ()).position_mode == ""
     assert PositionMode.from_wire("rollover") is PositionMode.ROLLOVER
     assert PositionMode.from_wire("something newer") is PositionMode.NONE
+
+
+def test_interim_stability_keeps_its_wire_strings() -> None:
+    info = EngineInfo("sphinx", "m", 1, ("en",), interim_stability=InterimStability.REVISABLE)
+    wire = opened_to_proto(info).opened.interim_stability
+    assert wire == "revisable" and InterimStability.from_wire(wire) is InterimStability.REVISABLE
+    assert EngineInfo("fake", "m", 1, ()).interim_stability == "append_only"
+    assert InterimStability.from_wire("something newer") is InterimStability.NONE
+    assert interim_stability("append_only") == interim_stability(InterimStability.APPEND_ONLY) \
+        == pb.INTERIM_STABILITY_APPEND_ONLY
+    assert interim_stability("") == interim_stability("something newer") == pb.INTERIM_STABILITY_UNSPECIFIED
 
 
 def test_the_status_crosses_the_wire_typed() -> None:
@@ -88,16 +99,6 @@ def test_the_service_starts_the_sidecar_as_its_own_module() -> None:
     assert cmd[cmd.index("--socket") + 1] == "/run/x.sock" and cmd[-2:] == ["--engine-options", '{"x": 1}']
 
 
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
-
-
 def _modules(package: str) -> list[Path]:
     return [p for p in sorted((ROOT / package).rglob("*.py")) if "_proto" not in p.parts]
 
@@ -108,13 +109,14 @@ def _top(name: str) -> str:
 
 def test_the_service_imports_the_sidecar_only_in_its_composition_root() -> None:
     offenders = [str(p.relative_to(ROOT)) for p in _modules("service")
-                 if p != ROOT / "service" / "cli.py" and "engine_sidecar" in {_top(n) for n in _imports(p)}]
+                 if p != ROOT / "service" / "cli.py" and "engine_sidecar" in {_top(n) for n in imported_modules(p)}]
     assert offenders == []
 
 
 def test_the_sidecar_and_the_contract_never_import_the_service() -> None:
     for package, forbidden in (("engine_sidecar", {"service"}), ("engine_api", {"service", "engine_sidecar"})):
-        offenders = [str(p.relative_to(ROOT)) for p in _modules(package) if {_top(n) for n in _imports(p)} & forbidden]
+        offenders = [str(p.relative_to(ROOT)) for p in _modules(package)
+                     if {_top(n) for n in imported_modules(p)} & forbidden]
         assert offenders == [], package
 
 
@@ -123,5 +125,6 @@ def test_only_the_client_package_imports_its_private_stubs() -> None:
     paths = [p for d in ("service", "engine_sidecar", "engine_api", "tests", "bench", "scripts")
              for p in sorted((ROOT / d).rglob("*.py"))]
     offenders = [str(p.relative_to(ROOT)) for p in paths
-                 if not p.is_relative_to(client) and any(n.startswith("voxgate_client._proto") for n in _imports(p))]
+                 if not p.is_relative_to(client)
+                 and any(n.startswith("voxgate_client._proto") for n in imported_modules(p))]
     assert offenders == []

@@ -9,7 +9,7 @@ import pytest
 
 from bench.wer import sphinx_final
 from engine_api.audio import BYTES_PER_MS
-from engine_api.info import INTERIM_APPEND_ONLY
+from engine_api.info import InterimStability
 from engine_api.outputs import PROGRESS_EVERY_MS, Closed, Delta, EngineOutput, Flushed, Progress, Revision
 from engine_sidecar.engine import Engine
 from engine_sidecar.engines import create_engine
@@ -110,7 +110,7 @@ async def test_revisions_come_only_from_revisable_engines_right_before_a_flush(n
     outputs = await drive(engine, speech_for(name) + silence(0.5))
     for i, out in enumerate(outputs):
         if isinstance(out, Revision):
-            assert engine.info.interim_stability != INTERIM_APPEND_ONLY
+            assert engine.info.interim_stability is not InterimStability.APPEND_ONLY
             assert isinstance(outputs[i + 1], Flushed)
 
 

@@ -107,3 +107,25 @@ def test_the_runtime_reaches_the_public_capabilities_and_the_client() -> None:
                        "key_layout": "L", "dtype": "float32"}]}
     assert position_runtime(engine_pb2.GetStatusResponse()) is None
     assert "position_runtime" not in capabilities_to_dict(speech_pb2.GetCapabilitiesResponse())
+
+
+def test_front_ends_sharing_a_core_each_get_their_own_shifts_and_acks_and_never_lose_the_others() -> None:
+    """Several front ends on one engine core (voxtral/core_host.py): a poll drains everything; each front end's
+    news (its tag prefix) goes to it, with every rank's acknowledgement, whichever front end polled first."""
+    from engine_sidecar.reanchor.tripwire import Mailbox
+
+    box = Mailbox()
+    ranks = [{"events": [event(1, "voxgate.c0-a-0"), event(2, "voxgate.c1-b-0")], "total": 2, "armed": True},
+             {"events": [event(2, "voxgate.c1-b-0"), event(1, "voxgate.c0-a-0")], "total": 2, "armed": True}]
+    first = box.exchange([issued(1, "voxgate.c0-a-0"), issued(2, "voxgate.c1-b-0")], ranks, "voxgate.c1-")
+    second = box.exchange([], [{"events": [], "total": 2, "armed": True}] * 2, "voxgate.c0-")
+    again = box.exchange([], [{"events": [], "total": 2, "armed": True}] * 2, "voxgate.c1-")
+    for report, seq, tag in ((first, 2, "voxgate.c1-b-0"), (second, 1, "voxgate.c0-a-0")):
+        verdict = check(report)
+        assert [(e["seq"], e["tag"]) for e in verdict.applied] == [(seq, tag)]
+        assert verdict.unacknowledged == []
+        assert [r["armed"] for r in report["ranks"]] == [True, True]
+    assert check(again).applied == [] and check(again).unacknowledged == []
+    # A prefix is not a prefix of another front end's (slot 1 vs 10).
+    box.exchange([issued(3, "voxgate.c10-z-0")], [{"events": [event(3, "voxgate.c10-z-0")]}], "voxgate.c1-")
+    assert check(box.exchange([], [{"events": []}], "voxgate.c10-")).applied[0]["seq"] == 3

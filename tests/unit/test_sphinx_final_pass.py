@@ -7,7 +7,7 @@ import time
 
 from engine_api.outputs import EngineOutput, Flushed, Progress
 from engine_sidecar.engine import EngineCounters
-from engine_sidecar.engines.sphinx import SphinxSession
+from engine_sidecar.engines.sphinx import SphinxEngine, SphinxSession
 
 
 class SlowFinalDecoder:
@@ -64,3 +64,23 @@ async def test_the_heartbeat_stops_at_its_limit_so_a_hung_decoder_still_meets_th
 async def test_a_quick_final_pass_sends_no_heartbeat() -> None:
     seen = await asyncio.wait_for(outputs_of_flush(session_with(final_s=0.0, heartbeat_s=2.0)), 10)
     assert not [o for o in seen if isinstance(o, Progress)], seen
+
+
+async def test_a_session_opens_on_a_decoder_built_ahead_and_a_fresh_one_is_built_for_the_next() -> None:
+    built: list[SlowFinalDecoder] = []
+
+    def new_decoder() -> SlowFinalDecoder:
+        built.append(SlowFinalDecoder(final_s=0.0))
+        return built[-1]
+
+    engine = SphinxEngine(model="", max_sessions=4)
+    engine._new_decoder = new_decoder  # type: ignore[method-assign]
+    await engine.start()
+    assert len(built) == 1, "start builds the first session's decoder"
+    first = await engine.open_session("a", "en-US")
+    assert first._decoder is built[0]
+    second = await engine.open_session("b", "en-US")
+    assert second._decoder is built[1], "the spare built after the first open, never the first's decoder"
+    await asyncio.sleep(0.05)
+    assert len(built) == 3, "a spare is ready for the next session"
+    await engine.shutdown()

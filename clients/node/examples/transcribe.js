@@ -3,7 +3,7 @@
 // Transcribe a WAV file with a voxgate server; prints each final result as
 // "[start → end] text", like `voxgate transcribe`.
 //
-//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json]
+//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix]
 //   node examples/transcribe.js --capabilities [--server host:port]
 //
 // --json prints the session's start, every result (interim and final) and the end as
@@ -11,16 +11,18 @@
 // (a final that replaces the utterance's interim text has "revised": true; the start
 // says the engine's "interim_stability": "append_only" or "revisable").
 // --capabilities prints the server's GetCapabilities (engine, interim_stability) as JSON.
+// --channels sends a multichannel WAV's channels (else it is downmixed here): "separate" has each
+// recognized on its own (finals prefixed "[chN] ", N 1-based), "mix" has the server downmix them.
 //
 // Exit status: 0 on success, 1 when the RPC fails (the status code and
 // ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
 const voxgate = require('..');
 
-const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json]\n'
+const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix]\n'
   + '       transcribe.js --capabilities [--server host:port]';
 
 function parseArgs(argv) {
-  const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false };
+  const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false, channels: null };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -32,6 +34,10 @@ function parseArgs(argv) {
     else if (arg === '--no-pace') args.pace = null;
     else if (arg === '--json') args.json = true;
     else if (arg === '--capabilities') args.capabilities = true;
+    else if (arg === '--channels') {
+      args.channels = value();
+      if (!['separate', 'mix'].includes(args.channels)) throw new Error('--channels must be separate or mix');
+    }
     else if (arg === '--speed') {
       args.pace = Number(value());
       if (!(args.pace > 0)) throw new Error('--speed must be a positive number');
@@ -61,6 +67,7 @@ function jsonFields(r) {
     const out = { type: 'result', result_id: m.result_id, utterance_index: m.utterance_index, is_final: m.is_final,
       text: m.text, delta: m.delta, start_s: voxgate.seconds(m.start_offset), end_s: voxgate.seconds(m.end_offset) };
     if (m.revised) out.revised = true; // a final that replaces the utterance's interim text
+    if (m.channel) out.channel = m.channel; // 1-based, with separate recognition per channel
     return out;
   }
   if (r.response === 'ended') {
@@ -113,7 +120,8 @@ async function main() {
     else if (r.response === 'result' && r.result.is_final && r.result.text.trim()) {
       const start = voxgate.seconds(r.result.start_offset).toFixed(2);
       const end = voxgate.seconds(r.result.end_offset).toFixed(2);
-      process.stdout.write(`[${start}s → ${end}s] ${r.result.text.trim()}\n`);
+      const prefix = r.result.channel ? `[ch${r.result.channel}] ` : '';
+      process.stdout.write(`${prefix}[${start}s → ${end}s] ${r.result.text.trim()}\n`);
     } else if (r.response === 'warning') {
       console.error(`warning: ${r.warning.code}: ${r.warning.message}`);
     } else if (r.response === 'ended' && r.ended.reason !== 'SESSION_END_REASON_CLIENT_END') {
@@ -122,7 +130,7 @@ async function main() {
     }
   };
   try {
-    await voxgate.transcribeWav(client, args.file, { pace: args.pace, onResponse });
+    await voxgate.transcribeWav(client, args.file, { pace: args.pace, channels: args.channels, onResponse });
     return 0;
   } catch (err) {
     const details = err.statusDetails || voxgate.errorDetails(err);

@@ -39,6 +39,7 @@ export interface ProtoGrpcType {
     v1: {
       AudioEncoding: EnumTypeDefinition
       CapacityCounts: MessageTypeDefinition<_voxgate_v1_CapacityCounts, _voxgate_v1_CapacityCounts__Output>
+      ChannelMode: EnumTypeDefinition
       EndpointingConfig: MessageTypeDefinition<_voxgate_v1_EndpointingConfig, _voxgate_v1_EndpointingConfig__Output>
       EngineInfo: MessageTypeDefinition<_voxgate_v1_EngineInfo, _voxgate_v1_EngineInfo__Output>
       ErrorReason: EnumTypeDefinition

@@ -28,11 +28,8 @@ closed at once and its final comes back without waiting for voxgate's endpointin
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import os
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -62,16 +59,19 @@ from voxgate_client import (
     AudioItem,
     ResumePolicy,
     StreamConfig,
-    bearer_metadata,
     error_details,
     format_error,
 )
+from voxgate_client.endpoint import Endpoint
+from voxgate_client.responses import duration_s
 from voxgate_client.speech_order import SpeechBoundary, SpeechOrder
 from voxgate_client.v1 import speech_pb2 as pb
 
+from .audio_queue import AudioQueue, End, Rotate
+from .results import VoxgateResult, VoxgateWord, pipecat_language, voxgate_result
+
 __all__ = ["VoxgateResult", "VoxgateSTTService", "VoxgateWord"]
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
 # Speech end -> final transcript, p99: voxgate's endpoint fires after its endpointing silence
 # (800 ms by default) and the final follows the engine's flush; a VADUserStoppedSpeakingFrame
 # finalizes at once. An estimate for the embedded engine on a CPU: measure your deployment.
@@ -84,68 +84,6 @@ _PERMANENT = {
     grpc.StatusCode.PERMISSION_DENIED: ErrorCategory.AUTHORIZATION,
     grpc.StatusCode.UNIMPLEMENTED: ErrorCategory.INVALID_REQUEST,
 }
-
-
-@dataclass(frozen=True)
-class VoxgateWord:
-    word: str
-    start_s: float  # seconds from the start of the audio the service received (all sessions)
-    end_s: float
-
-
-@dataclass(frozen=True)
-class VoxgateResult:
-    """The `result` of the transcription frames this service pushes."""
-
-    session_id: str
-    result_id: str  # the same for an utterance's interims and final
-    utterance_index: int
-    is_final: bool
-    text: str
-    start_s: float
-    end_s: float
-    words: tuple[VoxgateWord, ...]
-    revised: bool  # a final that replaced, rather than extended, the interim text
-
-
-class _End:
-    """Queue marker: the input is over (the session half-closes and delivers its finals)."""
-
-
-class _Rotate:
-    """Queue marker: end this session, and open the next one with the current settings."""
-
-
-class _AudioQueue:
-    """Audio for the session, bounded: beyond `max_bytes` (while no session reads, e.g. the
-    server is down) the oldest audio is dropped."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._items: collections.deque[AudioItem | _End | _Rotate] = collections.deque()
-        self._bytes = 0
-        self._max_bytes = max_bytes
-        self._ready = asyncio.Event()
-        self.dropped_bytes = 0
-
-    def put(self, item: AudioItem | _End | _Rotate) -> None:
-        self._items.append(item)
-        if isinstance(item, bytes):
-            self._bytes += len(item)
-            while self._bytes > self._max_bytes:
-                old = next(i for i in self._items if isinstance(i, bytes))
-                self._items.remove(old)
-                self._bytes -= len(old)
-                self.dropped_bytes += len(old)
-        self._ready.set()
-
-    async def get(self) -> AudioItem | _End | _Rotate:
-        while not self._items:
-            self._ready.clear()
-            await self._ready.wait()
-        item = self._items.popleft()
-        if isinstance(item, bytes):
-            self._bytes -= len(item)
-        return item
 
 
 class VoxgateSTTService(STTService):
@@ -205,11 +143,7 @@ class VoxgateSTTService(STTService):
             settings=STTSettings(model=None, language=language or ""),
             **kwargs,
         )
-        self._address = address or os.environ.get("VOXGATE_ADDRESS") or DEFAULT_ADDRESS
-        token = token if token is not None else os.environ.get("VOXGATE_TOKEN", "")
-        self._metadata = bearer_metadata(token) if token else None
-        self._credentials = credentials
-        self._channel_options = channel_options
+        self._endpoint = Endpoint.from_env(address, token, credentials, channel_options)
         self._client = client
         self._owns_client = client is None
         self._interim_results = interim_results
@@ -223,7 +157,7 @@ class VoxgateSTTService(STTService):
         StreamConfig(encoding="linear16", sample_rate_hz=16000,  # validates the options now
                      endpointing_silence_ms=endpointing_silence_ms)
 
-        self._queue: _AudioQueue | None = None
+        self._queue: AudioQueue | None = None
         self._sessions_task: asyncio.Task[None] | None = None
         self._input_ended = False
         self._ending = False
@@ -250,10 +184,8 @@ class VoxgateSTTService(STTService):
     async def start(self, frame: StartFrame) -> None:
         await super().start(frame)
         if self._client is None:
-            self._client = AsyncSpeechClient(
-                self._address, credentials=self._credentials, channel_options=self._channel_options
-            )
-        self._queue = _AudioQueue(int(self._max_buffer_s * self.sample_rate * 2))
+            self._client = self._endpoint.async_client()
+        self._queue = AudioQueue(int(self._max_buffer_s * self.sample_rate * 2))
         self._input_ended = self._ending = False
         self._sessions_task = self.create_task(self._sessions(), name="voxgate_sessions")
 
@@ -261,7 +193,7 @@ class VoxgateSTTService(STTService):
         """Half-close the session and push its last finals, then stop."""
         self._ending = True  # a failing session is not retried any more
         if self._queue is not None and self._sessions_task is not None:
-            self._queue.put(_End())
+            self._queue.put(End())
             try:
                 await asyncio.wait_for(asyncio.shield(self._sessions_task), timeout=30)
             except TimeoutError:
@@ -290,7 +222,7 @@ class VoxgateSTTService(STTService):
     async def _do_reconnect(self) -> None:
         """Settings changed: the session ends with its finals, the next one takes them."""
         if self._queue is not None:
-            self._queue.put(_Rotate())
+            self._queue.put(Rotate())
 
     async def _update_settings(self, delta: STTSettings) -> dict[str, Any]:
         changed = await super()._update_settings(delta)
@@ -315,10 +247,10 @@ class VoxgateSTTService(STTService):
         assert self._queue is not None
         while True:
             item = await self._queue.get()
-            if isinstance(item, _End):
+            if isinstance(item, End):
                 self._input_ended = True
                 return
-            if isinstance(item, _Rotate):
+            if isinstance(item, Rotate):
                 return
             if isinstance(item, bytes):
                 self._sent_bytes += len(item)
@@ -369,7 +301,7 @@ class VoxgateSTTService(STTService):
         self._base_s += self._sent_bytes / (2 * self.sample_rate)
         self._sent_bytes = 0
         responses = self._client.stream(
-            self._config(), self._audio(), metadata=self._metadata, resume=self._resume
+            self._config(), self._audio(), metadata=self._endpoint.metadata, resume=self._resume
         )
         try:
             async with contextlib.aclosing(responses):
@@ -388,7 +320,7 @@ class VoxgateSTTService(STTService):
                 await self._call_event_handler("on_session_started", self._session_id)
         elif kind == "speech_event":
             started = r.speech_event.type == pb.SPEECH_EVENT_TYPE_SPEECH_STARTED
-            offset = self._base_s + _seconds(r.speech_event.offset)
+            offset = self._base_s + duration_s(r.speech_event.offset)
             await self._boundaries(self._order.speech_event(started, offset))
         elif kind == "result":
             await self._on_result(r.result)
@@ -399,8 +331,8 @@ class VoxgateSTTService(STTService):
 
     async def _on_result(self, result: pb.RecognitionResult) -> None:
         text = result.text.strip()
-        language = _language(self._language)
-        data = self._result(result)
+        language = pipecat_language(self._language)
+        data = voxgate_result(result, self._session_id, self._base_s)
         if not result.is_final:
             if text and self._interim_results:
                 await self._boundaries(self._order.interim(data.start_s))
@@ -418,16 +350,6 @@ class VoxgateSTTService(STTService):
     async def _handle_transcription(self, transcript: str, is_final: bool,
                                     language: Language | str | None = None) -> None:
         """Tracing hook (an STT span per final transcript)."""
-
-    def _result(self, r: pb.RecognitionResult) -> VoxgateResult:
-        base = self._base_s
-        return VoxgateResult(
-            session_id=self._session_id, result_id=r.result_id, utterance_index=r.utterance_index,
-            is_final=r.is_final, text=r.text.strip(), start_s=round(base + _seconds(r.start_offset), 6),
-            end_s=round(base + _seconds(r.end_offset), 6), revised=r.revised,
-            words=tuple(VoxgateWord(w.word, round(base + _seconds(w.start_offset), 6),
-                                    round(base + _seconds(w.end_offset), 6)) for w in r.words),
-        )
 
     # -- speech segments ---------------------------------------------------------
 
@@ -447,15 +369,3 @@ class VoxgateSTTService(STTService):
         torn down)."""
         self._order.reset()
 
-
-def _seconds(d: Any) -> float:
-    return round(d.seconds + d.nanos / 1e9, 6)
-
-
-def _language(code: str) -> Language | None:
-    if not code:
-        return None
-    try:
-        return Language(code)
-    except ValueError:
-        return None

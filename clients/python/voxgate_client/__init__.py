@@ -1,6 +1,6 @@
 """Python client for voxgate, a real-time streaming speech-to-text gRPC service."""
 
-from .audio import Audio, chunk_bytes, chunks, decode, encode, read_raw, read_wav
+from .audio import Audio, chunk_bytes, chunks, decode, encode, read_raw, read_wav, read_wav_channels
 from .client import AsyncSpeechClient, SpeechClient, Transcript
 from .config import FINALIZE, KEEP_ALIVE, AudioItem, Control, StreamConfig
 from .encodings import ENCODINGS, Encoding
@@ -46,6 +46,7 @@ __all__ = [
     "format_error",
     "read_raw",
     "read_wav",
+    "read_wav_channels",
     "response_to_dict",
     "tls_credentials",
 ]

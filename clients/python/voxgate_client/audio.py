@@ -19,7 +19,16 @@ import numpy.typing as npt
 from . import g711
 from .encodings import Encoding, bytes_per_sample
 
-__all__ = ["Audio", "chunk_bytes", "chunks", "decode", "encode", "read_raw", "read_wav"]
+__all__ = [
+    "Audio",
+    "chunk_bytes",
+    "chunks",
+    "decode",
+    "encode",
+    "read_raw",
+    "read_wav",
+    "read_wav_channels",
+]
 
 Source = str | PathLike[str] | BinaryIO | bytes
 
@@ -71,6 +80,20 @@ def read_wav(source: Source) -> Audio:
 
     Channels are averaged; samples wider than 16 bits are rounded to 16.
     """
+    frames, rate = _wav_frames(source)
+    return Audio(_to_int16(frames.mean(axis=1)), rate)
+
+
+def read_wav_channels(source: Source) -> tuple[npt.NDArray[np.int16], int]:
+    """Read a PCM WAV keeping its channels: int16 samples shaped (frames, channels), and the rate.
+
+    `samples.reshape(-1)` is the interleaved audio a multichannel stream sends.
+    """
+    frames, rate = _wav_frames(source)
+    return _to_int16(frames), rate
+
+
+def _wav_frames(source: Source) -> tuple[npt.NDArray[np.float64], int]:
     data = _read_all(source)
     try:
         with wave.open(io.BytesIO(data), "rb") as w:
@@ -79,8 +102,7 @@ def read_wav(source: Source) -> Audio:
     except (wave.Error, EOFError) as e:
         raise ValueError(f"not a readable PCM WAV file: {e}") from e
     usable = len(frames) - len(frames) % (width * channels)  # drop a truncated last frame
-    values = _pcm_to_float(frames[:usable], width).reshape(-1, channels)
-    return Audio(_to_int16(values.mean(axis=1)), rate)
+    return _pcm_to_float(frames[:usable], width).reshape(-1, channels), rate
 
 
 def decode(data: bytes, encoding: Encoding) -> npt.NDArray[np.int16]:

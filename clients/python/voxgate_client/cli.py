@@ -19,16 +19,16 @@ from typing import Any, BinaryIO, TextIO
 
 import grpc
 
-from .audio import chunk_bytes, chunks, encode, read_wav
+from .audio import chunk_bytes, chunks, encode, read_wav, read_wav_channels
 from .client import SpeechClient
 from .config import StreamConfig
 from .encodings import ENCODINGS, Encoding, bytes_per_sample
 from .responses import error_details, format_error, response_to_dict
-from .security import Connection, add_connection_arguments, connection_from_args
+from .security import DEFAULT_ADDRESS, Connection, add_connection_arguments, connection_from_args
 
 __all__ = ["DEFAULT_SERVER", "add_transcribe_arguments", "build_parser", "main", "run_transcribe"]
 
-DEFAULT_SERVER = "127.0.0.1:50051"
+DEFAULT_SERVER = DEFAULT_ADDRESS
 _WAV_HEADER_BYTES = 12  # "RIFF" <size> "WAVE"
 
 
@@ -95,26 +95,25 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--words", action="store_true", help="request per-word time offsets")
     parser.add_argument("--no-interim", action="store_true", help="final results only")
     parser.add_argument(
-        "--endpointing-silence-ms",
-        type=_positive(int),
-        default=0,
-        metavar="MS",
-        help="silence after speech that ends an utterance (default: the server's)",
+        "--channels",
+        choices=("separate", "mix"),
+        help="a multichannel WAV: send its channels and have each recognized on its own "
+        "(finals prefixed [chN]), or mixed into one by the server "
+        "(default: mixed here, sent as mono)",
     )
-    parser.add_argument(
-        "--max-duration",
-        type=_positive(float),
-        default=0.0,
-        metavar="S",
-        help="end the session after S seconds of audio (default: the server's limit)",
-    )
-    parser.add_argument(
-        "--idle-timeout",
-        type=_positive(float),
-        default=0.0,
-        metavar="S",
-        help="end the session after S seconds without a request (default: the server's)",
-    )
+    # The session's limits: unset (0), each is the server's.
+    for flag, kind, metavar, what in (
+        ("--endpointing-silence-ms", int, "MS", "silence after speech that ends an utterance"),
+        ("--max-duration", float, "S", "end the session after S seconds of audio"),
+        ("--idle-timeout", float, "S", "end the session after S seconds without a request"),
+    ):
+        parser.add_argument(
+            flag,
+            type=_positive(kind),
+            default=kind(0),
+            metavar=metavar,
+            help=f"{what} (default: the server's)",
+        )
     add_connection_arguments(parser)
     parser.set_defaults(transcribe_prog=parser.prog)
 
@@ -132,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 class _Input:
     sample_rate: int
     chunks: Iterator[bytes]
+    channels: int = 1
 
 
 def _raw_chunks(stream: BinaryIO, head: bytes, size: int, sample_bytes: int) -> Iterator[bytes]:
@@ -156,8 +156,9 @@ def _open_input(args: argparse.Namespace, stream: BinaryIO) -> _Input:
     encoding: Encoding = args.encoding
     head = stream.read(_WAV_HEADER_BYTES)
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        data = head + stream.read()
         try:
-            audio = read_wav(head + stream.read())
+            audio = read_wav(data)
         except ValueError as e:
             raise UsageError(f"{args.file}: {e}") from None
         if args.sample_rate is not None and args.sample_rate != audio.sample_rate:
@@ -166,7 +167,14 @@ def _open_input(args: argparse.Namespace, stream: BinaryIO) -> _Input:
                 f"{audio.sample_rate} Hz (it applies to raw input only; no resampling is done)"
             )
         size = chunk_bytes(encoding, audio.sample_rate, args.chunk_ms)
+        if args.channels:  # the WAV's own channels, interleaved, in whole frames per request
+            frames, _ = read_wav_channels(data)
+            n = frames.shape[1]
+            interleaved = encode(frames.reshape(-1), encoding)
+            return _Input(audio.sample_rate, chunks(interleaved, size * n), n)
         return _Input(audio.sample_rate, chunks(encode(audio.samples, encoding), size))
+    if args.channels:
+        raise UsageError(f"{args.file}: --channels applies to WAV input (raw input is mono)")
     if args.sample_rate is None:
         raise UsageError(
             f"{args.file}: no WAV header, so raw {encoding} audio is assumed and "
@@ -174,6 +182,11 @@ def _open_input(args: argparse.Namespace, stream: BinaryIO) -> _Input:
         )
     size = chunk_bytes(encoding, args.sample_rate, args.chunk_ms)
     return _Input(args.sample_rate, _raw_chunks(stream, head, size, bytes_per_sample(encoding)))
+
+
+def _channel(fields: dict[str, Any]) -> str:
+    """"[ch2] " for a result of separate recognition per channel; "" otherwise."""
+    return f"[ch{fields['channel']}] " if fields.get("channel") else ""
 
 
 class _Printer:
@@ -199,10 +212,11 @@ class _Printer:
             self._clear()
             if fields["text"].strip():
                 start, end, text = fields["start_s"], fields["end_s"], fields["text"].strip()
-                self._out.write(f"[{start:.2f}s → {end:.2f}s] {text}\n")
+                self._out.write(f"{_channel(fields)}[{start:.2f}s → {end:.2f}s] {text}\n")
         elif kind == "result" and self._live:
             width = shutil.get_terminal_size().columns - 1
-            self._out.write("\r\x1b[K" + fields["text"].strip()[-width:])  # tail: no wrapping
+            line = _channel(fields) + fields["text"].strip()
+            self._out.write("\r\x1b[K" + line[-width:])  # tail: no wrapping
             self._pending = True
         elif kind == "warning":
             self._note(f"warning: {fields['code']}: {fields['message']}")
@@ -239,6 +253,8 @@ def _stream(
         endpointing_silence_ms=args.endpointing_silence_ms,
         max_duration_s=args.max_duration,
         idle_timeout_s=args.idle_timeout,
+        channels=source.channels,
+        channel_mode="downmix" if args.channels == "mix" else "separate",
     )
     pace = None if args.no_pace else args.speed
     with SpeechClient(

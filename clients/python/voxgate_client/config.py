@@ -41,6 +41,13 @@ def _duration(seconds: float) -> duration_pb2.Duration:
     return d
 
 
+CHANNEL_MODES = {
+    "separate": speech_pb2.CHANNEL_MODE_SEPARATE,
+    "downmix": speech_pb2.CHANNEL_MODE_DOWNMIX,
+    "first": speech_pb2.CHANNEL_MODE_FIRST,
+}
+
+
 @dataclass(frozen=True)
 class StreamConfig:
     """What the first request of a stream says about the audio and the session.
@@ -56,6 +63,10 @@ class StreamConfig:
     endpointing_silence_ms: int = 0
     max_duration_s: float = 0
     idle_timeout_s: float = 0
+    # Interleaved channels in the audio (1-8), and how the server recognizes more than one:
+    # "separate" (each on its own; results carry channel 1..N), "downmix", or "first".
+    channels: int = 1
+    channel_mode: str = "separate"
 
     def __post_init__(self) -> None:
         # Accept 'MULAW' etc. but store the canonical name (frozen: bypass setattr).
@@ -64,10 +75,19 @@ class StreamConfig:
             raise ValueError("sample_rate_hz must be positive")
         if self.endpointing_silence_ms < 0 or self.max_duration_s < 0 or self.idle_timeout_s < 0:
             raise ValueError("endpointing and limit values must not be negative")
+        if not 1 <= self.channels <= 8:
+            raise ValueError("channels must be 1..8")
+        if self.channel_mode not in CHANNEL_MODES:
+            raise ValueError(f"channel_mode must be one of {', '.join(CHANNEL_MODES)}")
+
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes of one sample of every channel."""
+        return bytes_per_sample(self.encoding) * self.channels
 
     @property
     def bytes_per_second(self) -> int:
-        return self.sample_rate_hz * bytes_per_sample(self.encoding)
+        return self.sample_rate_hz * self.frame_bytes
 
     def to_proto(self) -> speech_pb2.StreamingConfig:
         limits = speech_pb2.SessionLimits()
@@ -79,7 +99,12 @@ class StreamConfig:
         return speech_pb2.StreamingConfig(
             encoding=encoding_to_proto(self.encoding),
             sample_rate_hz=self.sample_rate_hz,
-            audio_channel_count=1,
+            audio_channel_count=self.channels,
+            channel_mode=(
+                CHANNEL_MODES[self.channel_mode]
+                if self.channels > 1
+                else speech_pb2.CHANNEL_MODE_UNSPECIFIED
+            ),
             language_code=self.language_code,
             interim_results=self.interim_results,
             enable_word_time_offsets=self.word_time_offsets,

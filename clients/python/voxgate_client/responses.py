@@ -18,6 +18,7 @@ from .encodings import encoding_from_proto
 __all__ = [
     "capabilities_to_dict",
     "config_to_dict",
+    "duration_s",
     "error_details",
     "format_error",
     "response_to_dict",
@@ -51,7 +52,8 @@ def ends_with_ok(ended: speech_pb2.SessionEnded) -> bool:
     return ended.reason not in _ENDS_IN_ERROR
 
 
-def _seconds(d: duration_pb2.Duration) -> float:
+def duration_s(d: duration_pb2.Duration) -> float:
+    """A proto Duration (an offset, a limit) as float seconds."""
     # Rounding to nanoseconds keeps e.g. 12.34 from printing as 12.340000000000002.
     return round(d.seconds + d.nanos / 1e9, 9)
 
@@ -66,8 +68,8 @@ def _enum_name(enum: Any, value: int, prefix: str) -> str:
 
 def _limits(limits: speech_pb2.SessionLimits) -> dict[str, float]:
     return {
-        "max_duration_s": _seconds(limits.max_duration),
-        "idle_timeout_s": _seconds(limits.idle_timeout),
+        "max_duration_s": duration_s(limits.max_duration),
+        "idle_timeout_s": duration_s(limits.idle_timeout),
     }
 
 
@@ -76,12 +78,17 @@ def config_to_dict(config: speech_pb2.StreamingConfig) -> dict[str, Any]:
         "encoding": encoding_from_proto(config.encoding),
         "sample_rate_hz": config.sample_rate_hz,
         "audio_channel_count": config.audio_channel_count,
+        **({"channel_mode": _channel_mode(config.channel_mode)} if config.channel_mode else {}),
         "language_code": config.language_code,
         "interim_results": config.interim_results,
         "enable_word_time_offsets": config.enable_word_time_offsets,
         "endpointing_silence_ms": config.endpointing.silence_ms,
         "limits": _limits(config.limits),
     }
+
+
+def _channel_mode(value: int) -> str:
+    return _enum_name(speech_pb2.ChannelMode, value, "CHANNEL_MODE_")
 
 
 def _started(m: speech_pb2.SessionStarted) -> dict[str, Any]:
@@ -106,7 +113,7 @@ def _interim_stability(value: int) -> str:
     return _enum_name(speech_pb2.InterimStability, value, "INTERIM_STABILITY_")
 
 
-_POSITION_MODES = {
+_POSITION_MODES: dict[int, str] = {
     speech_pb2.POSITION_MODE_REANCHOR: "reanchor",
     speech_pb2.POSITION_MODE_ROLLOVER: "rollover",
     speech_pb2.POSITION_MODE_CAPPED: "capped",
@@ -114,7 +121,7 @@ _POSITION_MODES = {
 
 
 def _position_mode(mode: int) -> str:
-    return _POSITION_MODES.get(mode, "")  # type: ignore[call-overload]
+    return _POSITION_MODES.get(mode, "")
 
 
 def _result(m: speech_pb2.RecognitionResult) -> dict[str, Any]:
@@ -124,31 +131,40 @@ def _result(m: speech_pb2.RecognitionResult) -> dict[str, Any]:
         "is_final": m.is_final,
         "text": m.text,
         "delta": m.delta,
-        "start_s": _seconds(m.start_offset),
-        "end_s": _seconds(m.end_offset),
+        "start_s": duration_s(m.start_offset),
+        "end_s": duration_s(m.end_offset),
     }
     if m.revised:  # a final that replaces the utterance's interim text rather than extending it
         out["revised"] = True
+    if m.channel:  # separate recognition per channel: 1-based
+        out["channel"] = m.channel
     if m.words:
         out["words"] = [
-            {"word": w.word, "start_s": _seconds(w.start_offset), "end_s": _seconds(w.end_offset)}
+            {
+                "word": w.word,
+                "start_s": duration_s(w.start_offset),
+                "end_s": duration_s(w.end_offset),
+            }
             for w in m.words
         ]
     return out
 
 
 def _speech_event(m: speech_pb2.SpeechEvent) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "event": _enum_name(speech_pb2.SpeechEventType, m.type, "SPEECH_EVENT_TYPE_"),
-        "offset_s": _seconds(m.offset),
+        "offset_s": duration_s(m.offset),
     }
+    if m.channel:
+        out["channel"] = m.channel
+    return out
 
 
 def _ended(m: speech_pb2.SessionEnded) -> dict[str, Any]:
     return {
         "reason": _enum_name(speech_pb2.SessionEndReason, m.reason, "SESSION_END_REASON_"),
         "message": m.message,
-        "audio_duration_s": _seconds(m.audio_duration),
+        "audio_duration_s": duration_s(m.audio_duration),
     }
 
 
@@ -259,7 +275,7 @@ def error_details(error: grpc.RpcError) -> dict[str, Any]:
         if any_msg.Unpack(info):
             out.update(reason=info.reason, domain=info.domain, metadata=dict(info.metadata))
         elif any_msg.Unpack(retry):
-            out["retry_delay_s"] = _seconds(retry.retry_delay)
+            out["retry_delay_s"] = duration_s(retry.retry_delay)
         elif any_msg.Unpack(bad):
             out["field_violations"] = [
                 {"field": v.field, "description": v.description} for v in bad.field_violations

@@ -53,6 +53,7 @@ from .config import (
     StreamConfig,
     config_request,
 )
+from .limits import UNACKED_AUDIO
 from .outbox import AsyncOutbox, Outbox
 from .responses import ends_with_ok, error_details, is_aio_failed_write
 from .timeline import Timeline
@@ -107,7 +108,7 @@ class ResumePolicy:
     max_attempts: int = 5
     backoff_s: float = 0.2
     max_backoff_s: float = 5.0
-    max_unacked_bytes: int = 4 * 1024 * 1024
+    max_unacked_bytes: int = UNACKED_AUDIO.value
     flow_status_interval_ms: int = 200
     reconnect_on_drain: bool = True
     attached_wait_s: float = 60.0
@@ -121,6 +122,10 @@ class ResumePolicy:
             raise ValueError("flow_status_interval_ms must be positive")
         if self.attached_wait_s < 0:
             raise ValueError("attached_wait_s must be >= 0")
+
+    def delay_s(self, tries: int) -> float:
+        """The pause before attempt number `tries` (1, 2, ...): backoff_s doubled each time."""
+        return min(self.backoff_s * 2.0 ** (tries - 1), self.max_backoff_s)
 
 
 _Outbox = Outbox | AsyncOutbox
@@ -242,12 +247,12 @@ class _Resumer:
             if now - self._attached_since > policy.attached_wait_s:
                 return None
             self._attached_tries += 1
-            delay = min(policy.backoff_s * 2 ** (self._attached_tries - 1), policy.max_backoff_s)
+            delay = policy.delay_s(self._attached_tries)
         elif _connection_lost(error):
             self._failures += 1
             if self._failures > policy.max_attempts:
                 return None
-            delay = min(policy.backoff_s * 2 ** (self._failures - 1), policy.max_backoff_s)
+            delay = policy.delay_s(self._failures)
         else:
             return None
         if self._deadline is not None and time.monotonic() + delay >= self._deadline:

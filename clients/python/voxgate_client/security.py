@@ -17,6 +17,9 @@ from typing import Any
 import grpc
 
 __all__ = [
+    "ADDRESS_ENV",
+    "DEFAULT_ADDRESS",
+    "TOKEN_ENV",
     "Connection",
     "add_connection_arguments",
     "bearer_metadata",
@@ -24,6 +27,8 @@ __all__ = [
     "tls_credentials",
 ]
 
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+ADDRESS_ENV = "VOXGATE_ADDRESS"
 TOKEN_ENV = "VOXGATE_TOKEN"
 
 

@@ -5,6 +5,9 @@ health check): only gRPC health, which needs no token, over TLS or mutual TLS as
 flags say; exit status 0 when SERVING, 1 otherwise (the reason on stderr).
 """
 
+# grpcio-health-checking ships no py.typed marker.
+# mypy: disable-error-code="import-untyped"
+
 from __future__ import annotations
 
 import argparse
@@ -16,9 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ._proto import speech_pb2, speech_pb2_grpc
 from .responses import capabilities_to_dict, error_details, format_error
-from .security import add_connection_arguments, connection_from_args
+from .security import DEFAULT_ADDRESS, add_connection_arguments, connection_from_args
 
-DEFAULT_SERVER = "127.0.0.1:50051"
+DEFAULT_SERVER = DEFAULT_ADDRESS
 HEALTH_NAMES = {health_pb2.HealthCheckResponse.SERVING: "SERVING",
                 health_pb2.HealthCheckResponse.NOT_SERVING: "NOT_SERVING"}
 # --check: which gRPC health service answers it ("" is the whole server: liveness).

@@ -6,7 +6,6 @@ from google.protobuf import duration_pb2
 
 from ._proto import speech_pb2
 from .config import StreamConfig
-from .encodings import bytes_per_sample
 
 Response = speech_pb2.StreamingRecognizeResponse
 
@@ -24,7 +23,7 @@ class Timeline:
 
     def __init__(self, config: StreamConfig) -> None:
         self._rate = config.sample_rate_hz
-        self._bytes_per_sample = bytes_per_sample(config.encoding)
+        self._bytes_per_sample = config.frame_bytes  # a sample of every channel
         self.audio_bytes = 0  # stream audio before the current session's
         self._audio_ns = 0
         self._seq = 0  # responses of the sessions before the current one

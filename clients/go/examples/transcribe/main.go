@@ -1,10 +1,12 @@
 // Command transcribe streams a WAV file to a voxgate server and prints each
 // final result as "[start → end] text", like `voxgate transcribe`.
 //
-//	transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json]
+//	transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix]
 //	transcribe -capabilities [-server host:port]
 //
-// The WAV must be 16-bit PCM; stereo (or more channels) is downmixed to mono.
+// The WAV must be 16-bit PCM; stereo (or more channels) is downmixed to mono, or with
+// -channels sent as its channels, interleaved: "separate" has each recognized on its
+// own (finals prefixed "[chN] ", N 1-based), "mix" has the server downmix them.
 // Audio goes as LINEAR16 at the file's own rate (the server resamples), in
 // 100 ms messages, paced in real time unless -no-pace.
 //
@@ -39,11 +41,13 @@ import (
 
 const chunkMs = 100
 
-// wavPCM is mono signed 16-bit little-endian PCM and its sample rate.
+// wavPCM is mono signed 16-bit little-endian PCM and its sample rate, and the file's own
+// channels interleaved (its data chunk, in whole frames).
 type wavPCM struct {
-	sampleRate int
-	channels   int
-	pcm        []byte
+	sampleRate  int
+	channels    int
+	pcm         []byte
+	interleaved []byte
 }
 
 // readWav parses a RIFF/WAVE file of 16-bit integer PCM, averaging all channels to mono.
@@ -104,40 +108,49 @@ func readWav(path string) (*wavPCM, error) {
 		}
 		binary.LittleEndian.PutUint16(pcm[2*i:], uint16(int16(sum/n)))
 	}
-	return &wavPCM{sampleRate: int(rate), channels: n, pcm: pcm}, nil
+	return &wavPCM{sampleRate: int(rate), channels: n, pcm: pcm, interleaved: samples[:2*n*frames]}, nil
 }
 
 // sendAudio sends the config, then the audio in chunkMs pieces paced at `pace` x real
 // time (0: as fast as flow control allows), then half-closes.
-func sendAudio(stream pb.Speech_StreamingRecognizeClient, wav *wavPCM, pace float64) error {
+func sendAudio(stream pb.Speech_StreamingRecognizeClient, wav *wavPCM, pace float64, channels string) error {
 	config := &pb.StreamingConfig{
 		Encoding:          pb.AudioEncoding_AUDIO_ENCODING_LINEAR16,
 		SampleRateHz:      int32(wav.sampleRate),
 		AudioChannelCount: 1,
 		InterimResults:    true,
 	}
+	audio, frame := wav.pcm, 2
+	if channels != "" && wav.channels > 1 { // the file's channels as they are, interleaved
+		audio, frame = wav.interleaved, 2*wav.channels
+		config.AudioChannelCount = int32(wav.channels)
+		config.ChannelMode = pb.ChannelMode_CHANNEL_MODE_SEPARATE
+		if channels == "mix" {
+			config.ChannelMode = pb.ChannelMode_CHANNEL_MODE_DOWNMIX
+		}
+	}
 	if err := stream.Send(&pb.StreamingRecognizeRequest{
 		Request: &pb.StreamingRecognizeRequest_Config{Config: config},
 	}); err != nil {
 		return err
 	}
-	chunk := wav.sampleRate * chunkMs / 1000 * 2
-	if chunk < 2 {
-		chunk = 2
+	chunk := wav.sampleRate * chunkMs / 1000 * frame
+	if chunk < frame {
+		chunk = frame
 	}
 	start := time.Now()
-	bytesPerSecond := float64(wav.sampleRate * 2)
-	for sent := 0; sent < len(wav.pcm); sent += chunk {
+	bytesPerSecond := float64(wav.sampleRate * frame)
+	for sent := 0; sent < len(audio); sent += chunk {
 		if pace > 0 {
 			due := start.Add(time.Duration(float64(sent) / bytesPerSecond / pace * float64(time.Second)))
 			time.Sleep(time.Until(due))
 		}
 		end := sent + chunk
-		if end > len(wav.pcm) {
-			end = len(wav.pcm)
+		if end > len(audio) {
+			end = len(audio)
 		}
 		if err := stream.Send(&pb.StreamingRecognizeRequest{
-			Request: &pb.StreamingRecognizeRequest_Audio{Audio: wav.pcm[sent:end]},
+			Request: &pb.StreamingRecognizeRequest_Audio{Audio: audio[sent:end]},
 		}); err != nil {
 			return err // io.EOF: the server ended the call; Recv reports the status
 		}
@@ -219,6 +232,7 @@ type resultJSON struct {
 	StartS         float64 `json:"start_s"`
 	EndS           float64 `json:"end_s"`
 	Revised        bool    `json:"revised,omitempty"` // a final that replaces the utterance's interim text
+	Channel        uint32  `json:"channel,omitempty"` // 1-based, with separate recognition per channel
 }
 
 type endedJSON struct {
@@ -251,7 +265,7 @@ func printJSON(resp *pb.StreamingRecognizeResponse) {
 	case *pb.StreamingRecognizeResponse_Result:
 		m := r.Result
 		v = resultJSON{"result", m.GetResultId(), m.GetUtteranceIndex(), m.GetIsFinal(), m.GetText(), m.GetDelta(),
-			seconds(m.GetStartOffset()), seconds(m.GetEndOffset()), m.GetRevised()}
+			seconds(m.GetStartOffset()), seconds(m.GetEndOffset()), m.GetRevised(), m.GetChannel()}
 	case *pb.StreamingRecognizeResponse_Ended:
 		v = endedJSON{"ended", strings.ToLower(strings.TrimPrefix(r.Ended.GetReason().String(), "SESSION_END_REASON_")),
 			r.Ended.GetMessage()}
@@ -271,6 +285,7 @@ type options struct {
 	file         string
 	json         bool
 	capabilities bool
+	channels     string // "", "separate" or "mix"
 }
 
 // parseArgs accepts flags before and after the WAV path.
@@ -282,6 +297,7 @@ func parseArgs(args []string) (opts options, err error) {
 	fs.Float64Var(&opts.pace, "speed", 1, "pace at this multiple of real time")
 	fs.BoolVar(&opts.json, "json", false, "print the start, every result and the end as JSON lines")
 	fs.BoolVar(&opts.capabilities, "capabilities", false, "print the server's capabilities as JSON and exit")
+	fs.StringVar(&opts.channels, "channels", "", "send a multichannel WAV's channels: separate|mix")
 	var positional []string
 	for {
 		if err = fs.Parse(args); err != nil {
@@ -302,6 +318,10 @@ func parseArgs(args []string) (opts options, err error) {
 	}
 	if opts.pace <= 0 {
 		err = errors.New("-speed must be positive")
+		return
+	}
+	if opts.channels != "" && opts.channels != "separate" && opts.channels != "mix" {
+		err = errors.New("-channels must be separate or mix")
 		return
 	}
 	if *noPace {
@@ -333,7 +353,7 @@ func printCapabilities(client pb.SpeechClient) int {
 func run() int {
 	opts, err := parseArgs(os.Args[1:])
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json]\n"+
+		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix]\n"+
 			"       transcribe -capabilities [-server host:port]\ntranscribe: error: %v\n", err)
 		return 2
 	}
@@ -363,7 +383,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
 		return 1
 	}
-	go func() { _ = sendAudio(stream, wav, opts.pace) }()
+	go func() { _ = sendAudio(stream, wav, opts.pace, opts.channels) }()
 
 	for {
 		resp, err := stream.Recv()
@@ -385,7 +405,12 @@ func run() int {
 		case *pb.StreamingRecognizeResponse_Result:
 			text := strings.TrimSpace(r.Result.GetText())
 			if r.Result.GetIsFinal() && text != "" {
-				fmt.Printf("[%.2fs → %.2fs] %s\n", seconds(r.Result.GetStartOffset()), seconds(r.Result.GetEndOffset()), text)
+				prefix := ""
+				if ch := r.Result.GetChannel(); ch != 0 {
+					prefix = fmt.Sprintf("[ch%d] ", ch)
+				}
+				fmt.Printf("%s[%.2fs → %.2fs] %s\n", prefix, seconds(r.Result.GetStartOffset()),
+					seconds(r.Result.GetEndOffset()), text)
 			}
 		case *pb.StreamingRecognizeResponse_Warning:
 			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", r.Warning.GetCode(), r.Warning.GetMessage())

@@ -53,6 +53,43 @@ AUDIO_ENCODING_ALAW: AudioEncoding.ValueType  # 3
 """G.711 A-law, one byte per sample."""
 Global___AudioEncoding: _TypeAlias = AudioEncoding  # noqa: Y015
 
+class _ChannelMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChannelModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChannelMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHANNEL_MODE_UNSPECIFIED: _ChannelMode.ValueType  # 0
+    """CHANNEL_MODE_SEPARATE when audio_channel_count > 1."""
+    CHANNEL_MODE_SEPARATE: _ChannelMode.ValueType  # 1
+    """Each channel is recognized on its own, as a session of its own (each counts against capacity
+    and quotas), with its own utterances and endpoints on one clock; results and speech events
+    carry `channel` 1..audio_channel_count. A finalize or half-close applies to every channel.
+    """
+    CHANNEL_MODE_DOWNMIX: _ChannelMode.ValueType  # 2
+    """The channels are averaged into one (one session); results carry channel 0."""
+    CHANNEL_MODE_FIRST: _ChannelMode.ValueType  # 3
+    """Only the first channel is recognized, the others ignored (Google's and Riva's default without
+    separate recognition); results carry channel 0.
+    """
+
+class ChannelMode(_ChannelMode, metaclass=_ChannelModeEnumTypeWrapper): ...
+
+CHANNEL_MODE_UNSPECIFIED: ChannelMode.ValueType  # 0
+"""CHANNEL_MODE_SEPARATE when audio_channel_count > 1."""
+CHANNEL_MODE_SEPARATE: ChannelMode.ValueType  # 1
+"""Each channel is recognized on its own, as a session of its own (each counts against capacity
+and quotas), with its own utterances and endpoints on one clock; results and speech events
+carry `channel` 1..audio_channel_count. A finalize or half-close applies to every channel.
+"""
+CHANNEL_MODE_DOWNMIX: ChannelMode.ValueType  # 2
+"""The channels are averaged into one (one session); results carry channel 0."""
+CHANNEL_MODE_FIRST: ChannelMode.ValueType  # 3
+"""Only the first channel is recognized, the others ignored (Google's and Riva's default without
+separate recognition); results carry channel 0.
+"""
+Global___ChannelMode: _TypeAlias = ChannelMode  # noqa: Y015
+
 class _InterimStability:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -283,7 +320,7 @@ class StreamingRecognizeRequest(_message.Message):
     KEEP_ALIVE_FIELD_NUMBER: _builtins.int
     FINALIZE_FIELD_NUMBER: _builtins.int
     audio: _builtins.bytes
-    """Raw audio in the configured encoding; whole samples only."""
+    """Raw audio in the configured encoding; whole samples (of every channel: whole frames) only."""
     @_builtins.property
     def config(self) -> Global___StreamingConfig:
         """Must be the first message of the stream, and only the first."""
@@ -330,11 +367,14 @@ class StreamingConfig(_message.Message):
     RESUME_LAST_SEQ_FIELD_NUMBER: _builtins.int
     RESUME_AUDIO_BYTES_FIELD_NUMBER: _builtins.int
     FLOW_STATUS_FIELD_NUMBER: _builtins.int
+    CHANNEL_MODE_FIELD_NUMBER: _builtins.int
     encoding: Global___AudioEncoding.ValueType
     sample_rate_hz: _builtins.int
     """8000 to 48000."""
     audio_channel_count: _builtins.int
-    """Only 1 (mono) is supported today; 0 means 1."""
+    """1 to 8 (GetCapabilities.max_audio_channel_count); 0 means 1. Audio of more than one channel is
+    interleaved: one sample of each channel in turn (a frame), every audio message whole frames.
+    """
     language_code: _builtins.str
     """BCP-47 hint, e.g. "en-US". Empty: the engine's default."""
     interim_results: _builtins.bool
@@ -352,6 +392,8 @@ class StreamingConfig(_message.Message):
     it received, or 0); bytes the server already has are skipped, by count, so the client
     resends every byte from there in order, even ones that replayed responses acknowledge.
     """
+    channel_mode: Global___ChannelMode.ValueType
+    """How audio of more than one channel is recognized (ignored for mono)."""
     @_builtins.property
     def endpointing(self) -> Global___EndpointingConfig: ...
     @_builtins.property
@@ -373,10 +415,11 @@ class StreamingConfig(_message.Message):
         resume_last_seq: _builtins.int = ...,
         resume_audio_bytes: _builtins.int = ...,
         flow_status: Global___FlowStatusConfig | None = ...,
+        channel_mode: Global___ChannelMode.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["endpointing", b"endpointing", "flow_status", b"flow_status", "limits", b"limits"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "channel_mode", b"channel_mode", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -704,6 +747,7 @@ class RecognitionResult(_message.Message):
     END_OFFSET_FIELD_NUMBER: _builtins.int
     WORDS_FIELD_NUMBER: _builtins.int
     REVISED_FIELD_NUMBER: _builtins.int
+    CHANNEL_FIELD_NUMBER: _builtins.int
     result_id: _builtins.str
     """Stable across interim and final results of one utterance; unique in the session."""
     utterance_index: _builtins.int
@@ -721,6 +765,10 @@ class RecognitionResult(_message.Message):
     interim text of this utterance and replaces it (and `words` replaces the interim words); it may
     be empty when the engine withdrew every word its interims showed. Only sessions whose
     interim_stability is INTERIM_STABILITY_REVISABLE get it.
+    """
+    channel: _builtins.int
+    """The audio channel it transcribes, 1-based (CHANNEL_MODE_SEPARATE); 0 for mono, downmixed or
+    first-channel audio.
     """
     @_builtins.property
     def start_offset(self) -> _duration_pb2.Duration:
@@ -744,10 +792,11 @@ class RecognitionResult(_message.Message):
         end_offset: _duration_pb2.Duration | None = ...,
         words: _abc.Iterable[Global___WordInfo] | None = ...,
         revised: _builtins.bool = ...,
+        channel: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_offset", b"end_offset", "start_offset", b"start_offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "end_offset", b"end_offset", "is_final", b"is_final", "result_id", b"result_id", "revised", b"revised", "start_offset", b"start_offset", "text", b"text", "utterance_index", b"utterance_index", "words", b"words"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "delta", b"delta", "end_offset", b"end_offset", "is_final", b"is_final", "result_id", b"result_id", "revised", b"revised", "start_offset", b"start_offset", "text", b"text", "utterance_index", b"utterance_index", "words", b"words"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -759,7 +808,10 @@ class SpeechEvent(_message.Message):
 
     TYPE_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
+    CHANNEL_FIELD_NUMBER: _builtins.int
     type: Global___SpeechEventType.ValueType
+    channel: _builtins.int
+    """The audio channel it happened on, as RecognitionResult.channel."""
     @_builtins.property
     def offset(self) -> _duration_pb2.Duration:
         """Offset of the speech boundary from the start of the session's audio."""
@@ -769,10 +821,11 @@ class SpeechEvent(_message.Message):
         *,
         type: Global___SpeechEventType.ValueType = ...,
         offset: _duration_pb2.Duration | None = ...,
+        channel: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "offset", b"offset", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

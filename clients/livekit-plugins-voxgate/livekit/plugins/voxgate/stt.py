@@ -29,71 +29,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
-import time
 import weakref
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import numpy as np
 from livekit import rtc
-from livekit.agents import (
-    DEFAULT_API_CONNECT_OPTIONS,
-    APIConnectionError,
-    APIConnectOptions,
-    APIError,
-    APIStatusError,
-    APITimeoutError,
-    LanguageCode,
-    stt,
-)
-from livekit.agents.types import NOT_GIVEN, NotGivenOr, TimedString
+from livekit.agents import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions, LanguageCode, stt
+from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import AudioBuffer, is_given
 
 from voxgate_client import (
-    FINALIZE,
     AsyncSpeechClient,
-    AudioItem,
     ResumePolicy,
     StreamConfig,
-    bearer_metadata,
+    chunks,
     error_details,
     format_error,
 )
-from voxgate_client.speech_order import SpeechBoundary, SpeechOrder
+from voxgate_client.endpoint import Endpoint
+from voxgate_client.responses import duration_s
 from voxgate_client.v1 import speech_pb2 as pb
 
+from .convert import chunk_size, mono_pcm, timed
+from .errors import api_error
 from .log import logger
+from .stream import SpeechStream
 
 __all__ = ["STT", "STTOptions", "SpeechStream"]
-
-DEFAULT_ADDRESS = "127.0.0.1:50051"
-CHUNK_MS = 50  # audio is sent in 50 ms messages (LiveKit frames are 10 ms)
-USAGE_INTERVAL_S = 5.0  # RECOGNITION_USAGE after every 5 s of audio sent
-
-# gRPC status -> the HTTP-like status LiveKit's APIStatusError decides retries by (4xx: final,
-# except 408/429/499).
-_HTTP_STATUS = {
-    grpc.StatusCode.CANCELLED: 499,
-    grpc.StatusCode.UNKNOWN: 500,
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
-    grpc.StatusCode.FAILED_PRECONDITION: 400,
-    grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.OUT_OF_RANGE: 400,
-    grpc.StatusCode.UNIMPLEMENTED: 501,
-    grpc.StatusCode.INTERNAL: 500,
-    grpc.StatusCode.DATA_LOSS: 500,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-}
-# voxgate errors after which a new session may well succeed (ErrorInfo.reason).
-_RETRYABLE_REASONS = {"CAPACITY", "DRAINING", "ENGINE_UNAVAILABLE", "SESSION_NOT_FOUND", "SESSION_QUOTA"}
-
 
 @dataclass
 class STTOptions:
@@ -168,11 +131,7 @@ class STT(stt.STT):
             resume=resume,
         )
         self._opts.stream_config()  # validates the options now
-        self._address = address or os.environ.get("VOXGATE_ADDRESS") or DEFAULT_ADDRESS
-        token = token if token is not None else os.environ.get("VOXGATE_TOKEN", "")
-        self._metadata = bearer_metadata(token) if token else None
-        self._credentials = credentials
-        self._channel_options = channel_options
+        self._endpoint = Endpoint.from_env(address, token, credentials, channel_options)
         self._client = client
         self._owns_client = client is None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -191,7 +150,7 @@ class STT(stt.STT):
 
     @property
     def address(self) -> str:
-        return self._address
+        return self._endpoint.address
 
     def _acquire_client(self) -> tuple[AsyncSpeechClient, bool]:
         """The STT's client (one gRPC channel), created on first use on the running loop; and
@@ -199,9 +158,7 @@ class STT(stt.STT):
         loop = asyncio.get_running_loop()
         if self._client is None or (self._owns_client and self._client_loop is not loop):
             # A grpc.aio channel belongs to the loop it was made on: a new loop gets a new one.
-            self._client = AsyncSpeechClient(
-                self._address, credentials=self._credentials, channel_options=self._channel_options
-            )
+            self._client = self._endpoint.async_client()
             self._client_loop = loop
             self._streams_done = 0
         return self._client, self._streams_done > 0
@@ -253,19 +210,17 @@ class STT(stt.STT):
     ) -> stt.SpeechEvent:
         opts = self._options(language)
         frame = rtc.combine_audio_frames(buffer)
-        pcm = _mono_pcm(frame)
+        pcm = mono_pcm(frame)
         config = dataclasses.replace(opts.stream_config(), sample_rate_hz=frame.sample_rate)
         audio_s = len(pcm) / (2 * frame.sample_rate)
-        per_chunk = frame.sample_rate * 2 * CHUNK_MS // 1000
-        chunks = [pcm[i : i + per_chunk] for i in range(0, len(pcm), per_chunk)]
         client, _ = self._acquire_client()
         language_code = opts.language
         session_id = ""
         finals: list[pb.RecognitionResult] = []
         responses = client.stream(
             config,
-            chunks,
-            metadata=self._metadata,
+            list(chunks(pcm, chunk_size(frame.sample_rate))),
+            metadata=self._endpoint.metadata,
             # The whole recognition: connecting, plus the audio at a third of real time.
             timeout=conn_options.timeout + 3 * audio_s,
             resume=opts.resume,
@@ -281,14 +236,14 @@ class STT(stt.STT):
                     elif kind == "result" and r.result.is_final and r.result.text.strip():
                         finals.append(r.result)
         except grpc.RpcError as e:
-            raise _api_error(e) from e
+            raise api_error(e) from e
         words = [w for f in finals for w in f.words]
         data = stt.SpeechData(
             language=LanguageCode(language_code),
             text=" ".join(f.text.strip() for f in finals),
-            start_time=_seconds(finals[0].start_offset) if finals else 0.0,
-            end_time=_seconds(finals[-1].end_offset) if finals else 0.0,
-            words=[_timed(w, 0.0) for w in words] if words else None,
+            start_time=duration_s(finals[0].start_offset) if finals else 0.0,
+            end_time=duration_s(finals[-1].end_offset) if finals else 0.0,
+            words=[timed(w, 0.0) for w in words] if words else None,
         )
         return stt.SpeechEvent(
             type=stt.SpeechEventType.FINAL_TRANSCRIPT, request_id=session_id, alternatives=[data]
@@ -318,190 +273,3 @@ class STT(stt.STT):
             if self._client_loop is asyncio.get_running_loop():
                 await client.close()
         await super().aclose()
-
-
-class SpeechStream(stt.SpeechStream):
-    """One voxgate session (or several in a row: a drained server's session is continued in a
-    new one) fed with the frames pushed into the stream."""
-
-    def __init__(self, *, stt: STT, opts: STTOptions, conn_options: APIConnectOptions) -> None:
-        super().__init__(stt=stt, conn_options=conn_options, sample_rate=opts.sample_rate)
-        self._voxgate = stt
-        self._opts = opts
-        self._language = opts.language
-        self._session_id = ""
-        self._input_done = False
-        self._order = SpeechOrder()  # END_OF_SPEECH after the utterance's final (voxgate_client.speech_order)
-        self._unreported_s = 0.0  # audio sent and not yet in a RECOGNITION_USAGE event
-        # The wall clock of the stream's audio: when its first frame was pushed (a track pushes
-        # in real time), and how much of it earlier sessions took. Frames wait in the input
-        # channel while a session starts, so the time a session reads its first frame is late.
-        self._first_push_wall: float | None = None
-        self._consumed_s = 0.0
-
-    def push_frame(self, frame: rtc.AudioFrame) -> None:
-        if self._first_push_wall is None:
-            self._first_push_wall = time.time()
-        super().push_frame(frame)
-
-    async def _run(self) -> None:
-        client, reused = self._voxgate._acquire_client()
-        t0 = time.perf_counter()
-        self._input_done = False
-        first = True
-        end_reason = pb.SESSION_END_REASON_UNSPECIFIED
-        responses = client.stream(
-            self._opts.stream_config(),
-            self._audio(),
-            metadata=self._voxgate._metadata,
-            resume=self._opts.resume,
-        )
-        try:
-            async with contextlib.aclosing(responses):
-                async for r in responses:
-                    if first:
-                        first = False
-                        self._report_connection_acquired(time.perf_counter() - t0, reused)
-                    if r.HasField("ended"):
-                        end_reason = r.ended.reason
-                    self._on_response(r)
-        except grpc.RpcError as e:
-            raise _api_error(e) from e
-        finally:
-            self._close_speech()
-            self._report_usage()
-        if not self._input_done:
-            # The server ended the session while LiveKit still has audio (its max duration or
-            # idle timeout; a drain the client did not continue): LiveKit retries, a new session.
-            reason = pb.SessionEndReason.Name(end_reason).removeprefix("SESSION_END_REASON_")
-            raise APIConnectionError(f"voxgate ended the session ({reason.lower()}) mid-stream")
-
-    async def _audio(self) -> AsyncIterator[AudioItem]:
-        """LiveKit's input channel as voxgate audio items: 50 ms of 16-bit mono PCM per message,
-        FINALIZE for each flush(); ends when the input ends."""
-        per_chunk = self._opts.sample_rate * 2 * CHUNK_MS // 1000
-        buf = bytearray()
-        started = False
-        async for item in self._input_ch:
-            if isinstance(item, rtc.AudioFrame):
-                if not started:
-                    # The session's offsets count from this frame: anchor the wall clock there.
-                    started = True
-                    pushed = self._first_push_wall or time.time()
-                    self.start_time = pushed + self._consumed_s
-                self._consumed_s += item.duration
-                buf += _mono_pcm(item)
-                while len(buf) >= per_chunk:
-                    chunk = bytes(buf[:per_chunk])
-                    del buf[:per_chunk]
-                    yield self._sent(chunk)
-            elif isinstance(item, self._FlushSentinel):
-                if buf:
-                    yield self._sent(bytes(buf))
-                    buf.clear()
-                yield FINALIZE
-        if buf:
-            yield self._sent(bytes(buf))
-        self._input_done = True
-
-    def _sent(self, chunk: bytes) -> bytes:
-        self._unreported_s += len(chunk) / (2 * self._opts.sample_rate)
-        if self._unreported_s >= USAGE_INTERVAL_S:
-            self._report_usage()
-        return chunk
-
-    def _report_usage(self) -> None:
-        if self._unreported_s > 0:
-            usage = stt.RecognitionUsage(audio_duration=self._unreported_s)
-            self._unreported_s = 0.0
-            self._emit(stt.SpeechEventType.RECOGNITION_USAGE, recognition_usage=usage)
-
-    def _emit(self, kind: stt.SpeechEventType, **fields: Any) -> None:
-        self._event_ch.send_nowait(stt.SpeechEvent(type=kind, request_id=self._session_id, **fields))
-
-    def _on_response(self, r: pb.StreamingRecognizeResponse) -> None:
-        kind = r.WhichOneof("response")
-        if kind == "started":
-            self._session_id = r.started.session_id
-            self._language = r.started.effective_config.language_code or self._language
-            self._voxgate._session_started(r.started)
-        elif kind == "speech_event":
-            started = r.speech_event.type == pb.SPEECH_EVENT_TYPE_SPEECH_STARTED
-            offset = _seconds(r.speech_event.offset)
-            self._boundaries(self._order.speech_event(started, offset))
-        elif kind == "result":
-            result = r.result
-            text = result.text.strip()
-            if not result.is_final:
-                if text and self._opts.interim_results:
-                    self._boundaries(self._order.interim(_seconds(result.start_offset)))
-                    self._emit(stt.SpeechEventType.INTERIM_TRANSCRIPT, alternatives=[self._data(result)])
-                return
-            if text:
-                self._emit(stt.SpeechEventType.FINAL_TRANSCRIPT, alternatives=[self._data(result)])
-            self._boundaries(self._order.final())
-        elif kind == "ended":
-            # The session's finals are out. A drained session is continued by the client in a new
-            # one (a new `started` follows); the utterance was closed at the seam either way.
-            self._close_speech()
-        elif kind == "warning":
-            logger.warning("voxgate: %s: %s", r.warning.code, r.warning.message,
-                           extra={"session_id": self._session_id})
-
-    def _data(self, result: pb.RecognitionResult) -> stt.SpeechData:
-        offset = self.start_time_offset
-        return stt.SpeechData(
-            language=LanguageCode(self._language),
-            text=result.text.strip(),
-            start_time=_seconds(result.start_offset) + offset,
-            end_time=_seconds(result.end_offset) + offset,
-            words=[_timed(w, offset) for w in result.words] if result.words else None,
-            metadata={"session_id": self._session_id, "result_id": result.result_id,
-                      "utterance_index": result.utterance_index, "revised": result.revised},
-        )
-
-    def _boundaries(self, boundaries: list[SpeechBoundary]) -> None:
-        for b in boundaries:
-            if b.started:
-                start = self.start_time + (b.offset_s or 0.0)
-                self._emit(stt.SpeechEventType.START_OF_SPEECH, speech_start_time=start)
-            else:
-                end = self.start_time + b.offset_s if b.offset_s is not None else None
-                self._emit(stt.SpeechEventType.END_OF_SPEECH, speech_end_time=end)
-
-    def _close_speech(self) -> None:
-        """The session is over: every held event goes out, and an open speech segment ends."""
-        self._boundaries(self._order.close())
-
-
-def _mono_pcm(frame: rtc.AudioFrame) -> bytes:
-    """A frame's 16-bit PCM, downmixed to mono (voxgate takes one channel per stream)."""
-    if frame.num_channels == 1:
-        return frame.data.tobytes()
-    samples = np.frombuffer(frame.data, dtype=np.int16).reshape(-1, frame.num_channels)
-    return samples.mean(axis=1).round().astype("<i2").tobytes()
-
-
-def _seconds(d: Any) -> float:
-    return float(d.seconds + d.nanos / 1e9)
-
-
-def _timed(word: pb.WordInfo, offset: float) -> TimedString:
-    return TimedString(
-        text=word.word,
-        start_time=_seconds(word.start_offset) + offset,
-        end_time=_seconds(word.end_offset) + offset,
-        start_time_offset=offset,
-    )
-
-
-def _api_error(err: grpc.RpcError) -> APIError:
-    """A failed voxgate call as the APIError LiveKit's retry logic reads."""
-    details = error_details(err)
-    message = f"voxgate: {format_error(details)}"
-    code = err.code()
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return APITimeoutError(message)
-    if code == grpc.StatusCode.UNAVAILABLE or details.get("reason") in _RETRYABLE_REASONS:
-        return APIConnectionError(message)
-    return APIStatusError(message, status_code=_HTTP_STATUS.get(code, 500), body=details)

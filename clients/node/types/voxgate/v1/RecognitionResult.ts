@@ -13,6 +13,7 @@ export interface RecognitionResult {
   'end_offset'?: (_google_protobuf_Duration | null);
   'words'?: (_voxgate_v1_WordInfo)[];
   'revised'?: (boolean);
+  'channel'?: (number);
 }
 
 export interface RecognitionResult__Output {
@@ -25,4 +26,5 @@ export interface RecognitionResult__Output {
   'end_offset': (_google_protobuf_Duration__Output | null);
   'words': (_voxgate_v1_WordInfo__Output)[];
   'revised': (boolean);
+  'channel': (number);
 }

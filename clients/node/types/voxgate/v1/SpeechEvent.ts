@@ -6,9 +6,11 @@ import type { Duration as _google_protobuf_Duration, Duration__Output as _google
 export interface SpeechEvent {
   'type'?: (_voxgate_v1_SpeechEventType);
   'offset'?: (_google_protobuf_Duration | null);
+  'channel'?: (number);
 }
 
 export interface SpeechEvent__Output {
   'type': (_voxgate_v1_SpeechEventType__Output);
   'offset': (_google_protobuf_Duration__Output | null);
+  'channel': (number);
 }

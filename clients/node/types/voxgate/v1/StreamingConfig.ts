@@ -4,6 +4,7 @@ import type { AudioEncoding as _voxgate_v1_AudioEncoding, AudioEncoding__Output 
 import type { EndpointingConfig as _voxgate_v1_EndpointingConfig, EndpointingConfig__Output as _voxgate_v1_EndpointingConfig__Output } from '../../voxgate/v1/EndpointingConfig';
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
 import type { FlowStatusConfig as _voxgate_v1_FlowStatusConfig, FlowStatusConfig__Output as _voxgate_v1_FlowStatusConfig__Output } from '../../voxgate/v1/FlowStatusConfig';
+import type { ChannelMode as _voxgate_v1_ChannelMode, ChannelMode__Output as _voxgate_v1_ChannelMode__Output } from '../../voxgate/v1/ChannelMode';
 import type { Long } from '@grpc/proto-loader';
 
 export interface StreamingConfig {
@@ -19,6 +20,7 @@ export interface StreamingConfig {
   'resume_last_seq'?: (number | string | Long);
   'resume_audio_bytes'?: (number | string | Long);
   'flow_status'?: (_voxgate_v1_FlowStatusConfig | null);
+  'channel_mode'?: (_voxgate_v1_ChannelMode);
 }
 
 export interface StreamingConfig__Output {
@@ -34,4 +36,5 @@ export interface StreamingConfig__Output {
   'resume_last_seq': (string);
   'resume_audio_bytes': (string);
   'flow_status': (_voxgate_v1_FlowStatusConfig__Output | null);
+  'channel_mode': (_voxgate_v1_ChannelMode__Output);
 }

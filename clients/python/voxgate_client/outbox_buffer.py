@@ -1,0 +1,143 @@
+"""The outbox's bookkeeping: what was read from the caller's iterable and not yet acknowledged,
+and which connection may send what (`OutboxBuffer`). No I/O, no waits, no locks: the send loop
+(voxgate_client.send_loop) consults it and its drivers (voxgate_client.outbox) guard it."""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass
+
+from .config import AudioItem, Control, StreamConfig, audio_item_duration_s
+from .pacing import Pacer
+
+
+@dataclass
+class Entry:
+    serial: int
+    offset: int  # audio bytes of the stream before this item
+    item: AudioItem
+
+    @property
+    def end(self) -> int:
+        return self.offset + (0 if isinstance(self.item, Control) else len(self.item))
+
+
+def _covered(entry: Entry, acked: int) -> bool:
+    """The server has `entry`: audio up to its end, or a control item with audio after it."""
+    return entry.offset < acked if isinstance(entry.item, Control) else entry.end <= acked
+
+
+def checked(item: object) -> AudioItem:
+    """An item of the caller's iterable, as kept: bytes or a Control (else TypeError)."""
+    if isinstance(item, Control):
+        return item
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return bytes(item)
+    raise TypeError(f"audio items must be bytes, FINALIZE or KEEP_ALIVE, not {type(item).__name__}")
+
+
+class Step(enum.Enum):
+    STOP = "stop"  # this connection is over (or the iterable is done and all is sent)
+    RESEND = "resend"  # a buffered item goes out again
+    READ = "read"  # take the next item from the iterable
+    WAIT = "wait"  # too much unacknowledged audio: wait for the server
+
+
+class OutboxBuffer:
+    """What was read from the iterable but not yet acknowledged, and where each connection is.
+
+    `max_unacked`: audio bytes kept unacknowledged before reading stops; None: keep nothing (no
+    resume). Not thread-safe: `Outbox` holds a lock around it; `AsyncOutbox` runs on one event
+    loop.
+    """
+
+    def __init__(self, config: StreamConfig, pace: float | None, max_unacked: int | None) -> None:
+        self._config = config
+        self._pacer = Pacer(pace)
+        self._max_unacked = max_unacked
+        self._buffer: deque[Entry] = deque()
+        self._serial = 0
+        self._offset = 0  # audio bytes read from the iterable
+        self._acked = 0
+        self.exhausted = False
+        self.epoch = 0
+        self.changes = 0  # counts acks and new connections: what a held-back sender waits for
+        # Entries below this serial went out on the current connection; only those may be released
+        # by an ack. A resumed stream must resend every byte from its resume offset, in order (the
+        # server skips by count), and acks the server logged before the drop can arrive first.
+        self._sent_below = 0
+
+    def resume_offset(self) -> int:
+        """Where the next connection's audio starts: the oldest unacknowledged item."""
+        return self._buffer[0].offset if self._buffer else self._offset
+
+    def ack(self, acked_bytes: int) -> None:
+        self._acked = max(self._acked, acked_bytes)
+        self.changes += 1
+        while (
+            self._buffer
+            and self._buffer[0].serial < self._sent_below
+            and _covered(self._buffer[0], self._acked)
+        ):
+            self._buffer.popleft()
+
+    def restart_at(self, offset: int) -> int:
+        """A new session takes over at stream offset `offset`: what is before it is dropped (an
+        audio chunk straddling it is cut there). Returns where the new session's audio starts:
+        `offset`, or later when the audio from `offset` on is no longer held."""
+        offset = min(offset, self._offset)
+        self._acked = max(self._acked, offset)
+        self.changes += 1
+        while self._buffer and _covered(self._buffer[0], offset):
+            self._buffer.popleft()
+        if self._buffer and self._buffer[0].offset < offset:
+            head = self._buffer[0]
+            assert not isinstance(head.item, Control)
+            self._buffer[0] = Entry(head.serial, offset, head.item[offset - head.offset :])
+        return self._buffer[0].offset if self._buffer else self._offset
+
+    def finished(self) -> bool:
+        """The iterable is exhausted and nothing read from it waits to be (re)sent."""
+        return self.exhausted and not self._buffer
+
+    def new_epoch(self) -> int:
+        self.epoch += 1
+        self.changes += 1
+        self._sent_below = 0  # nothing is sent on the new connection yet
+        return self.epoch
+
+    def step(self, next_serial: int, epoch: int, stopped: bool) -> tuple[Step, Entry | None]:
+        """What the sender of connection `epoch`, having sent up to `next_serial`, does next."""
+        if epoch != self.epoch or stopped:
+            return Step.STOP, None  # this connection is over; the next one resends from the buffer
+        for entry in self._buffer:
+            if entry.serial >= next_serial:
+                return Step.RESEND, entry
+        if self.exhausted:
+            return Step.STOP, None
+        if self._max_unacked is None or self._offset - self._acked < self._max_unacked:
+            return Step.READ, None
+        return Step.WAIT, None
+
+    def read(self, item: AudioItem | None) -> Entry | None:
+        """The item just read from the iterable (None: it is exhausted), as a new one to send."""
+        if item is None:
+            self.exhausted = True
+            return None
+        entry = Entry(self._serial, self._offset, item)
+        self._serial += 1
+        self._offset = entry.end
+        # A keep-alive is never worth resending; without resume nothing is.
+        if self._max_unacked is not None and item is not Control.KEEP_ALIVE:
+            self._buffer.append(entry)
+        return entry
+
+    def pace_s(self, entry: Entry, fresh: bool) -> float:
+        """Seconds to wait before sending `entry`: new audio is paced; a resend goes out at once."""
+        return self._pacer.delay(audio_item_duration_s(entry.item, self._config)) if fresh else 0.0
+
+    def sending(self, entry: Entry, epoch: int) -> None:
+        """`entry` is handed to connection `epoch`."""
+        if epoch == self.epoch:
+            self._sent_below = max(self._sent_below, entry.serial + 1)

@@ -1,0 +1,61 @@
+"""The CPU side of a plan: the streams a box's cores carry, next to the streams its GPUs' memory admits.
+
+Every sidecar front end and every service worker is one Python process under one GIL, so each tops out
+near one core whatever the GPU; a box needs enough of each that the CPU never binds before GPU memory.
+Per-stream costs as measured in docs/benchmarks.md (section 2, N = 10, 80 ms chunks, an interim result
+per text token): the sidecar (AsyncLLM front end + engine wrapper + gRPC) 0.24 core, the service 0.09.
+A process's event loop saturates at about 0.8 of a core (section 1), so plans stop there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+FRONT_END_MC_PER_STREAM = 24  # millicores per stream in a sidecar front end
+SERVICE_MC_PER_STREAM = 9  # millicores per stream in a service worker
+PROCESS_MC = 800  # what one Python process's loop sustains before it lags
+ENGINE_CORE_MC = 1000  # each engine's EngineCore process: a busy scheduling loop, about a core on a GPU box
+
+
+@dataclass(frozen=True)
+class CpuPlan:
+    cores: int
+    gpus: int
+    gpu_streams: int  # what the GPUs' memory admits, all of them together
+    cpu_streams: int  # what the cores carry once each engine's EngineCore has its core
+    streams_per_front_end: int
+    streams_per_worker: int
+    front_ends_per_engine: int  # to carry each engine's share of the streams
+    workers: int
+    binds: str  # "cpu" or "gpu memory"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cpu_plan(cores: int, gpus: int, streams_per_gpu: int) -> CpuPlan:
+    """The CPU ceiling, and front ends per engine and service workers for the streams the box can hold."""
+    if cores <= 0 or gpus <= 0:
+        raise ValueError("--cpu-cores and --gpus must be positive")
+    gpu_streams = gpus * streams_per_gpu
+    spare_mc = max(cores * 1000 - gpus * ENGINE_CORE_MC, 0)
+    cpu_streams = spare_mc // (FRONT_END_MC_PER_STREAM + SERVICE_MC_PER_STREAM)
+    streams = min(gpu_streams, cpu_streams)
+    per_front_end, per_worker = PROCESS_MC // FRONT_END_MC_PER_STREAM, PROCESS_MC // SERVICE_MC_PER_STREAM
+    return CpuPlan(cores, gpus, gpu_streams, cpu_streams, per_front_end, per_worker,
+                   front_ends_per_engine=max(math.ceil(streams / gpus / per_front_end), 1),
+                   workers=max(math.ceil(streams / per_worker), 1),
+                   binds="cpu" if cpu_streams < gpu_streams else "gpu memory")
+
+
+def render_cpu(plan: CpuPlan) -> list[str]:
+    return [
+        f"CPU: {plan.cores} cores, {plan.gpus} GPU(s): cores carry {plan.cpu_streams} streams "
+        f"({FRONT_END_MC_PER_STREAM} + {SERVICE_MC_PER_STREAM} millicores each, one core per EngineCore), "
+        f"GPU memory admits {plan.gpu_streams}: {plan.binds} binds",
+        f"  one front end carries ~{plan.streams_per_front_end} streams, one service worker ~{plan.streams_per_worker}:"
+        f" use --engine-option frontends={plan.front_ends_per_engine} per engine and --workers {plan.workers}"
+        + (" --gpus all" if plan.gpus > 1 else ""),
+    ]

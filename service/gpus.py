@@ -1,0 +1,80 @@
+"""Which engines a service runs: `--engines N` (on the CPU, for tests) and `--gpus all|0,1,…` (one per GPU).
+
+Each engine is a sidecar of its own, with its own socket; a pinned one sees only its GPU
+(CUDA_VISIBLE_DEVICES in its environment), so each vLLM engine lands on its own device.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .config import Config
+
+NVIDIA_SMI_TIMEOUT_S = 30.0
+
+
+class EngineLayoutError(ValueError):
+    """--engines / --gpus that cannot be honoured (inconsistent, or no GPU to count)."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    index: int
+    gpu: str | None  # the device its sidecar sees (CUDA_VISIBLE_DEVICES); None: not pinned
+    socket: str  # its Unix socket; "": a private temp dir
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+
+
+def nvidia_smi_gpu_count() -> int:
+    """GPUs `nvidia-smi -L` lists (one `GPU n: …` line each)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        raise EngineLayoutError("--gpus all: nvidia-smi is not on PATH, so the GPUs cannot be counted; "
+                                "name them (--gpus 0,1) or use --engines N")
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, check=True,
+                             timeout=NVIDIA_SMI_TIMEOUT_S).stdout
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        raise EngineLayoutError(f"--gpus all: `nvidia-smi -L` failed: {exc}") from exc
+    count = sum(line.startswith("GPU ") for line in out.splitlines())
+    if count == 0:
+        raise EngineLayoutError("--gpus all: `nvidia-smi -L` lists no GPU")
+    return count
+
+
+def gpu_list(gpus: str, count_gpus: Callable[[], int] = nvidia_smi_gpu_count) -> tuple[str, ...]:
+    """The devices `--gpus` names: "" none, "all" every GPU nvidia-smi lists, else ids or UUIDs, comma-separated."""
+    gpus = gpus.strip()
+    if not gpus:
+        return ()
+    if gpus == "all":
+        return tuple(str(i) for i in range(count_gpus()))
+    devices = tuple(d.strip() for d in gpus.split(","))
+    if any(not d for d in devices) or len(set(devices)) != len(devices):
+        raise EngineLayoutError(f"--gpus {gpus!r}: give distinct device ids, comma-separated (or 'all')")
+    return devices
+
+
+def engine_socket(socket: str, index: int, count: int) -> str:
+    """Engine `index`'s socket: --sidecar-socket itself for one engine, `<socket>.<index>` for several."""
+    return socket if not socket or count == 1 else f"{socket}.{index}"
+
+
+def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count) -> tuple[EngineSpec, ...]:
+    """One spec per engine. With --gpus, one engine per device; --engines must then be 1 (its default) or
+    the number of devices."""
+    if c.engines < 1:
+        raise EngineLayoutError(f"--engines {c.engines}: at least 1")
+    devices = gpu_list(c.gpus, count_gpus)
+    if devices and c.engines not in (1, len(devices)):
+        raise EngineLayoutError(f"--engines {c.engines} with --gpus {c.gpus} ({len(devices)} devices): one engine "
+                                "per GPU; leave --engines out or make it the number of GPUs")
+    count = len(devices) or c.engines
+    pins: tuple[str | None, ...] = devices or (None,) * count
+    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count)) for i, gpu in enumerate(pins))

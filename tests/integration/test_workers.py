@@ -1,0 +1,206 @@
+"""`voxgate serve --workers 2`: two real worker processes on one port, one sphinx sidecar behind them.
+
+Each worker also serves a private Unix socket (the resume relay's); the tests find the workers among the
+parent's children and use those sockets to reach a chosen worker, which SO_REUSEPORT does not let a client do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.helpers import (
+    SPEECH_SERVICE,
+    ServerProcess,
+    child_pids,
+    config_request,
+    error_reason,
+    final_text,
+    hold_stream,
+    read_wav_pcm,
+    recognize,
+    resume_stream,
+    silence,
+    start_server,
+)
+from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc
+
+CHUNK = 3200  # 100 ms
+MAX_SESSIONS = 3
+
+
+@dataclass(frozen=True)
+class Worker:
+    index: int
+    pid: int
+    socket: str
+
+    def stub(self) -> speech_pb2_grpc.SpeechStub:
+        return speech_pb2_grpc.SpeechStub(grpc.insecure_channel(f"unix:{self.socket}"))
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        """Each worker reports its own readiness (it attaches to the sidecar on its own)."""
+        health = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"unix:{self.socket}"))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(grpc.RpcError):
+                if health.Check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5,
+                                wait_for_ready=True).status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"worker {self.index} never became ready")
+
+
+def workers(server: ServerProcess) -> list[Worker]:
+    """The parent's worker processes, by index (their command lines name index and socket directory)."""
+    found = []
+    for pid in child_pids(server.proc.pid):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        if "service.worker_main" in args:
+            index = int(args[args.index("--index") + 1])
+            found.append(Worker(index, pid, f"{args[args.index('--peer-dir') + 1]}/worker-{index}.sock"))
+    return sorted(found, key=lambda w: w.index)
+
+
+def owner(token: str) -> int:
+    assert token[0] == "w" and "." in token, token
+    return int(token[1:token.index(".")])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path_factory.mktemp("workers"), "--workers", "2", "--max-sessions", str(MAX_SESSIONS),
+                        "--drain-grace-s", "5", engine="sphinx")
+    for worker in workers(proc):
+        worker.wait_ready()
+    yield proc
+    proc.stop()
+
+
+def test_two_workers_share_the_port_and_its_sessions(server: ServerProcess) -> None:
+    found = workers(server)
+    assert [w.index for w in found] == [0, 1] and len({w.pid for w in found}) == 2
+    seen: set[int] = set()
+    with ThreadPoolExecutor(MAX_SESSIONS) as pool:
+        for _ in range(8):  # batches of sessions, each on a fresh connection: the kernel picks the worker
+            held = list(pool.map(lambda _: hold_stream(grpc.insecure_channel(server.target)), range(MAX_SESSIONS)))
+            owners = [owner(h.started.started.resume_token) for h in held]
+            for worker in found:  # the worker a token names is the one that holds its session
+                capabilities = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5)
+                assert capabilities.active_sessions == owners.count(worker.index)
+            for h in held:
+                assert h.release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+            seen.update(owners)
+            if seen == {0, 1}:
+                break
+    assert seen == {0, 1}, "both workers served sessions on the one port"
+
+
+def test_admission_is_exact_across_workers(server: ServerProcess) -> None:
+    held = [hold_stream(grpc.insecure_channel(server.target)) for _ in range(MAX_SESSIONS)]
+    try:
+        for worker in workers(server):  # each worker alone has room; together they have none
+            with pytest.raises(grpc.RpcError) as info:
+                recognize(worker.stub(), [config_request()], timeout=30)
+            assert error_reason(info.value)[:2] == (grpc.StatusCode.UNAVAILABLE, "CAPACITY")
+        with pytest.raises(grpc.RpcError) as info:
+            recognize(server.stub(), [config_request()], timeout=30)
+        assert error_reason(info.value)[:2] == (grpc.StatusCode.UNAVAILABLE, "CAPACITY")
+    finally:
+        for stream in held:
+            stream.release()
+    assert recognize(server.stub(), [config_request()])[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+
+
+def speech() -> bytes:
+    first, rate = read_wav_pcm("go_forward.wav")
+    second, rate2 = read_wav_pcm("cards_eight_of_spades.wav")
+    assert rate == rate2 == 16000
+    return first + silence(1.0) + second + silence(1.0)
+
+
+def flow_config() -> pb.StreamingRecognizeRequest:
+    return config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100))
+
+
+def test_a_resume_landing_on_the_other_worker_loses_nothing(server: ServerProcess) -> None:
+    audio = speech()
+    pieces = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(0, len(audio), CHUNK)]
+    reference = recognize(server.stub(), [flow_config(), *pieces])
+
+    first: list[pb.StreamingRecognizeResponse] = []
+    stop_sending = threading.Event()
+    half = len(audio) // 2
+
+    def requests() -> Iterator[pb.StreamingRecognizeRequest]:
+        yield flow_config()
+        for i in range(0, half, CHUNK):
+            yield pb.StreamingRecognizeRequest(audio=audio[i:min(i + CHUNK, half)])
+        stop_sending.wait(30)
+
+    call = server.stub().StreamingRecognize(requests(), timeout=60)
+    for response in call:  # the client vanishes once the server has all of the first half
+        first.append(response)
+        if response.HasField("flow_status") and response.flow_status.acked_audio_bytes >= half:
+            break
+    call.cancel()
+    stop_sending.set()
+    started = first[0].started
+    acked = max(r.flow_status.acked_audio_bytes for r in first if r.HasField("flow_status"))
+    other = workers(server)[1 - owner(started.resume_token)]
+
+    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+        resume_token=started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked))
+    rest = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(acked, len(audio), CHUNK)]
+    second = resume_stream(other.stub(), [resume, *rest])  # relayed by the worker that does not hold it
+
+    assert second[0].started.resumed and second[0].started.session_id == started.session_id
+    assert second[1].seq > first[-1].seq
+    assert final_text(first + second[1:]) == final_text(reference) != ""
+    assert second[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+    assert '"event": "resume_relayed"' in server.log()
+
+    with pytest.raises(grpc.RpcError) as info:  # the owner's answer comes back through the relay unchanged
+        recognize(other.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
+            resume_token=started.resume_token))])
+    assert error_reason(info.value)[:2] == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
+
+
+def test_a_dead_worker_is_restarted_on_the_same_port(server: ServerProcess) -> None:
+    before = workers(server)
+    os.kill(before[1].pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = workers(server)
+        if len(now) == 2 and now[1].pid != before[1].pid:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("worker 1 was not restarted")
+    now[1].wait_ready()
+    hello = now[1].stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=20, wait_for_ready=True)
+    assert hello.max_sessions == MAX_SESSIONS
+
+
+def test_sigterm_drains_every_worker_and_the_parent_exits_0(server: ServerProcess) -> None:
+    found = workers(server)
+    held = [hold_stream(grpc.insecure_channel(f"unix:{w.socket}")) for w in found]  # one live session on each
+    server.proc.send_signal(signal.SIGTERM)
+    for stream in held:
+        rest = list(stream.call)
+        assert rest[-1].ended.reason == pb.SESSION_END_REASON_DRAINING
+        stream.stop_sending()
+    assert server.proc.wait(30) == 0
+    assert not any(Path(f"/proc/{w.pid}").exists() for w in found)

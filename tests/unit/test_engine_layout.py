@@ -1,0 +1,74 @@
+"""--engines / --gpus → engine specs, and placement order across engines."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.config import Config
+from service.engine_pool import EngineLoad, placement_order
+from service.gpus import EngineLayoutError, engine_specs, gpu_list, nvidia_smi_gpu_count
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fake_nvidia_smi(tmp: Path, gpus: int) -> str:
+    """A PATH whose nvidia-smi lists `gpus` GPUs the way the real one does."""
+    exe = tmp / "nvidia-smi"
+    lines = "".join(f"echo 'GPU {i}: NVIDIA H200 (UUID: GPU-{i:08x})'\n" for i in range(gpus))
+    exe.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 2\n{lines}")
+    exe.chmod(0o755)
+    return str(tmp)
+
+
+def test_one_engine_by_default_unpinned_on_the_given_socket() -> None:
+    (spec,) = engine_specs(Config(sidecar_socket="/run/voxgate/engine.sock"))
+    assert (spec.index, spec.gpu, spec.socket, spec.env) == (0, None, "/run/voxgate/engine.sock", {})
+
+
+def test_engines_n_each_with_its_own_socket() -> None:
+    specs = engine_specs(Config(engines=3, sidecar_socket="/run/e.sock"))
+    assert [(s.gpu, s.socket) for s in specs] == [(None, "/run/e.sock.0"), (None, "/run/e.sock.1"),
+                                                   (None, "/run/e.sock.2")]
+    assert [s.socket for s in engine_specs(Config(engines=2))] == ["", ""]  # each a private temp dir
+
+
+def test_gpus_pin_one_engine_each() -> None:
+    specs = engine_specs(Config(gpus="2, 5"))
+    assert [(s.index, s.env) for s in specs] == [(0, {"CUDA_VISIBLE_DEVICES": "2"}),
+                                                 (1, {"CUDA_VISIBLE_DEVICES": "5"})]
+    assert len(engine_specs(Config(gpus="0,1", engines=2))) == 2  # consistent: fine
+
+
+@pytest.mark.parametrize(("engines", "gpus"), [(3, "0,1"), (0, ""), (2, "0,0"), (1, "0,,1")])
+def test_inconsistent_layouts_are_refused(engines: int, gpus: str) -> None:
+    with pytest.raises(EngineLayoutError):
+        engine_specs(Config(engines=engines, gpus=gpus))
+
+
+def test_gpus_all_counts_with_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path, 3))
+    assert nvidia_smi_gpu_count() == 3
+    assert gpu_list("all") == ("0", "1", "2")
+    with pytest.raises(EngineLayoutError, match="--engines 2"):
+        engine_specs(Config(gpus="all", engines=2))
+
+
+def test_gpus_all_without_nvidia_smi_fails_clearly(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}  # no nvidia-smi anywhere
+    done = subprocess.run([sys.executable, "-m", "service", "serve", "--port", "0", "--gpus", "all"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "--gpus all: nvidia-smi is not on PATH" in done.stderr
+
+
+def test_placement_prefers_room_then_free_capacity_then_fewest_placed() -> None:
+    loads = [EngineLoad(0, admitting=True, free=3, placed=5), EngineLoad(1, admitting=True, free=7, placed=9),
+             EngineLoad(2, admitting=False, free=10, placed=0), EngineLoad(3, admitting=True, free=7, placed=2)]
+    assert placement_order(loads) == [3, 1, 0, 2]
+    full = [EngineLoad(0, admitting=True, free=0, placed=4), EngineLoad(1, admitting=True, free=1, placed=8)]
+    assert placement_order(full) == [1, 0]

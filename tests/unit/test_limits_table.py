@@ -1,0 +1,79 @@
+"""README's flow-control table is what the limits modules say; each bound is used from its limits module."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine_api.audio import CHUNK_MS
+from engine_sidecar import limits as sidecar_limits
+from engine_sidecar.output_queue import OutputChannel
+from engine_sidecar.voxtral.options import VoxtralOptions
+from service import limits
+from service.config import Config
+from service.session.engine_inputs import engine_queue
+from voxgate_client import ResumePolicy
+from voxgate_client import limits as client_limits
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gen_limits_table.py"
+
+
+def _script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gen_limits_table", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_table_is_generated_from_the_limits_modules() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_check_fails_when_a_bound_changes(tmp_path: Path) -> None:
+    gen = _script()
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text())
+    assert gen.check(readme) == 0
+    changed = dataclasses.replace(limits.ENGINE_QUEUE, value=limits.ENGINE_QUEUE.value * 2)
+    table = gen.table((("service", (changed,)),))
+    readme.write_text(gen.with_table(readme.read_text(), table))
+    assert gen.check(readme) == 1
+
+
+def test_the_table_states_bounds_in_ms_of_audio_or_messages() -> None:
+    gen = _script()
+    assert gen.bound_text(limits.ENGINE_QUEUE) == "5120 ms of audio"  # 64 chunks of 80 ms
+    assert gen.bound_text(limits.AUDIO_MESSAGE).startswith("2048 ms of audio (65536 bytes")
+    assert gen.bound_text(limits.ENGINE_OUTPUTS) == "64 messages"
+
+
+def test_readme_without_markers_is_an_error() -> None:
+    with pytest.raises(ValueError, match="limits:begin"):
+        _script().with_table("# no table here\n", "| x |\n")
+
+
+def test_configurable_bounds_are_the_config_defaults() -> None:
+    """A service limit with a flag names a Config field, and Config's default is the limit's value."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+    flagged = [limit for limit in limits.LIMITS if limit.setting]
+    assert flagged
+    for limit in flagged:
+        field = limit.setting.removeprefix("--").replace("-", "_")
+        assert defaults.get(field) == limit.value, limit
+
+
+def test_modules_take_their_bounds_from_the_limits_modules() -> None:
+    assert engine_queue().maxsize * CHUNK_MS == limits.ENGINE_QUEUE.value
+    assert OutputChannel()._queue.maxsize == sidecar_limits.OUTPUTS.value
+    options = VoxtralOptions()
+    assert options.max_backlog_ms == sidecar_limits.BACKLOG.value
+    assert options.admission_max_lag_ms == sidecar_limits.ADMISSION_LAG.value
+    assert ResumePolicy().max_unacked_bytes == client_limits.UNACKED_AUDIO.value
