@@ -6,6 +6,8 @@
 - `info`, `status`: what an engine says about itself (EngineInfo at start, EngineStatus at each status call).
 - `wire`: the one converter between those dataclasses and the wire messages.
 - `presets`: the named engine settings (`voxgate serve --preset`, `voxgate plan`).
+- `limits`: how flow-control bounds are named; `frontends`: a sidecar's front-end sockets; `sockets`: private
+  Unix sockets.
 
 Nothing here imports the service or the sidecar, nor torch, vLLM or any engine.
 """

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ctypes
 import json
 import os
 import signal
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import structlog
 
+from engine_api.sockets import private_umask
 from engine_api.v1 import engine_pb2_grpc
 
 from .engine import Engine
@@ -60,16 +60,6 @@ def prepare_socket(path: Path) -> None:
             "sidecar_socket_dir_not_private", dir=str(parent), mode=oct(st.st_mode & 0o7777), owner=st.st_uid,
             message="other users may replace the engine socket here; use a directory only this user can write")
     path.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def private_umask() -> Iterator[None]:
-    """Files created meanwhile get no group/other permissions: the socket is never reachable by others."""
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 async def serve(args: argparse.Namespace, engine: Engine | None = None,

@@ -11,9 +11,7 @@ relaying worker only moves messages, so nothing is lost or reordered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,16 +50,6 @@ class WorkerRole:
             return None
         index = int(head[1:])
         return index if index != self.index and index < self.count else None
-
-
-@contextlib.contextmanager
-def private_umask() -> Iterator[None]:
-    """A socket bound meanwhile is 0600 (the directory is 0700 already: this is the second lock)."""
-    old = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def forwarded_metadata(metadata: Sequence[tuple[str, str | bytes]] | None) -> tuple[tuple[str, str | bytes], ...]:

@@ -15,6 +15,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from engine_api.sockets import private_umask
 from voxgate_client.v1 import speech_pb2, speech_pb2_grpc
 
 from . import compat, metrics, request_stream, tracing
@@ -23,7 +24,7 @@ from .clock import Clock, SystemClock
 from .config import Config
 from .engine_pool import EnginePool
 from .limits import TRANSPORT_WINDOW
-from .peers import ResumeRelay, WorkerRole, private_umask
+from .peers import ResumeRelay, WorkerRole
 from .security import Security
 
 log = structlog.get_logger("server")
