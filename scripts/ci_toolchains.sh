@@ -6,7 +6,9 @@
 #   nginx (nginx-light) as the real gRPC load balancer of tests/deploy/test_load_balancer.py;
 #   systemd-analyze (systemd) to verify deploy/systemd/*.service in tests/deploy/test_manifests.py;
 #   gRPC C++ (libgrpc++-dev, protobuf-compiler-grpc, g++, make, pkg-config) for the C++ examples
-#   (clients/cpp, tests/integration/test_cpp_client.py).
+#   (clients/cpp, tests/integration/test_cpp_client.py);
+#   mmdebstrap, podman and buildah to make a Debian base and build and run the images without a container
+#   engine or registry (scripts/build_images.py, tests/deploy/test_images.py).
 # node and npm are expected on the machine already; buf comes with the venv (dev extra).
 # Idempotent: installs only what is missing (apt-get, as root or through sudo); silent when
 # everything is there.
@@ -24,6 +26,7 @@ PACKAGES=(
     nginx-light  # grpc_pass + least_conn; the test starts its own on loopback (no service is enabled)
     systemd  # systemd-analyze verify only; nothing is started (a container has no systemd as PID 1)
     libgrpc++-dev protobuf-compiler-grpc g++ make pkg-config  # clients/cpp (grpc_cpp_plugin, pkg-config grpc++)
+    mmdebstrap podman buildah uidmap eatmydata  # scripts/build_images.py (podman imports the base; uidmap: rootless)
 )
 
 missing=()
@@ -43,7 +46,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-for tool in node npm go protoc protoc-gen-go protoc-gen-go-grpc systemd-analyze grpc_cpp_plugin g++ make pkg-config; do
+for tool in node npm go protoc protoc-gen-go protoc-gen-go-grpc systemd-analyze grpc_cpp_plugin g++ make pkg-config mmdebstrap podman buildah; do
     command -v "$tool" >/dev/null || { echo "ci_toolchains.sh: $tool not found on PATH" >&2; exit 1; }
 done
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { echo "ci_toolchains.sh: nginx not found" >&2; exit 1; }
