@@ -76,6 +76,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
+from engine_api.audio import CHUNK_MS  # noqa: E402
 from service.bench.audio import SAMPLE_RATE, frames, load_loop  # noqa: E402
 from service.bench.driver import Plan as SessionPlan  # noqa: E402
 from service.bench.driver import run_session, send_paced  # noqa: E402
@@ -85,7 +86,6 @@ from service.bench.server import ServerProc, terminate  # noqa: E402
 from service.bench.trace import SessionSummary, SessionTrace, Thresholds, pct, summarize  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
-CHUNK_MS = 80
 MODES = ("raw", "engine", "voxgate", "vllm")
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 

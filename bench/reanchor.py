@@ -56,13 +56,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine_api.audio import BYTES_PER_MS  # noqa: E402
+from engine_api.audio import BYTES_PER_MS, CHUNK_MS  # noqa: E402
 from service.bench.audio import speech_with_pauses as speech  # noqa: E402
 from service.bench.machine import describe  # noqa: E402
 from service.bench.trace import pct  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
-CHUNK_MS = 80
 AROUND_GAPS = 3  # token gaps counted as "around" an event
 POSITION_BIN = 128  # tokens per row of the step-time-by-position table
 SMALL_LEN, BASELINE_LEN = 320, 4096

@@ -225,8 +225,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
             max_sessions=self._limit(), active_sessions=self.held,
             capacity=proto_edge.capacity(self.capacity_counts(), self.capacity.mismatches),
-            position_mode=proto_edge.POSITION_MODES.get(status.position_mode if status else "",
-                                                        pb.POSITION_MODE_UNSPECIFIED),
+            position_mode=proto_edge.position_mode(status.position_mode if status else ""),
             position_mode_reason=status.position_mode_reason if status else "",
             position_runtime=proto_edge.position_runtime(status),
             interim_stability=proto_edge.interim_stability(status.interim_stability if status else ""))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from engine_api.info import InterimStability
+from engine_api.info import InterimStability, PositionMode
 
 from .transcript import Result
 
@@ -48,7 +48,7 @@ class Started:
     resume_token: str = ""
     resume_window_s: float = 0.0
     resumed: bool = False
-    position_mode: str = ""  # engine's: "reanchor" | "rollover" | "" (no position clock)
+    position_mode: PositionMode = PositionMode.NONE  # the engine's
     position_mode_reason: str = ""
     interim_stability: InterimStability = InterimStability.NONE  # the engine's
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
-from engine_api.info import InterimStability
+from engine_api.info import InterimStability, PositionMode
 from engine_api.v1 import engine_pb2
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -93,8 +93,13 @@ def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
                                         interval_ms=round(cfg.flow_status_interval_s * 1000)))
 
 
-POSITION_MODES = {"reanchor": pb.POSITION_MODE_REANCHOR, "rollover": pb.POSITION_MODE_ROLLOVER,
-                  "capped": pb.POSITION_MODE_CAPPED}
+# The public enum's POSITION_MODE_CAPPED (a session ends at the cap) is what no engine of ours does any more.
+POSITION_MODES = {PositionMode.REANCHOR: pb.POSITION_MODE_REANCHOR, PositionMode.ROLLOVER: pb.POSITION_MODE_ROLLOVER}
+
+
+def position_mode(engine_value: str) -> pb.PositionMode.ValueType:
+    """The engine's position mode (a PositionMode, or its wire string) as the public enum."""
+    return POSITION_MODES.get(PositionMode.from_wire(engine_value), pb.POSITION_MODE_UNSPECIFIED)
 
 
 INTERIM_STABILITIES = {InterimStability.APPEND_ONLY: pb.INTERIM_STABILITY_APPEND_ONLY,
@@ -116,7 +121,7 @@ def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionS
                              engine=pb.EngineInfo(name=s.engine, model=s.model), limits=eff.limits,
                              max_audio_bytes_per_message=max_audio_bytes, resume_token=s.resume_token,
                              resume_window=duration_s(s.resume_window_s), resumed=s.resumed,
-                             position_mode=POSITION_MODES.get(s.position_mode, pb.POSITION_MODE_UNSPECIFIED),
+                             position_mode=position_mode(s.position_mode),
                              position_mode_reason=s.position_mode_reason,
                              interim_stability=interim_stability(s.interim_stability))
 

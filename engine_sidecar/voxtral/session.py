@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
+from engine_api.audio import BYTES_PER_MS, BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 from engine_api.outputs import Closed, Delta, Diagnostic, DiagnosticKind, EngineOutput, Flushed
 from engine_api.status import SessionStat
 
@@ -107,13 +107,13 @@ class VoxtralSession:
         if (kind := self._dog.check(self._excess_backlog_ms())) is not None and not self._reader_slow:
             await self._recover(kind)
         while pcm16:
-            n = len(pcm16) // 2
+            n = len(pcm16) // BYTES_PER_SAMPLE
             head = self._policy.split(self._stream.samples, n, speech)
             if head is None:
                 self._feed(pcm16)
                 break
-            self._feed(pcm16[:head * 2])
-            pcm16 = pcm16[head * 2:]
+            self._feed(pcm16[:head * BYTES_PER_SAMPLE])
+            pcm16 = pcm16[head * BYTES_PER_SAMPLE:]
             self._roll_over(DiagnosticKind.ROLLOVER, f"session moved to a fresh engine request at "
                                         f"{self._pushed_ms()} ms (position budget; max_model_len "
                                         f"{self._ctx.options.max_model_len})")
@@ -302,7 +302,7 @@ class VoxtralSession:
 
     def _feed(self, pcm16: bytes) -> None:
         self._stream.feed(pcm16)
-        self._pushed_samples += len(pcm16) // 2
+        self._pushed_samples += len(pcm16) // BYTES_PER_SAMPLE
 
     def _pushed_ms(self) -> int:
         return self._pushed_samples * 1000 // SAMPLE_RATE_HZ

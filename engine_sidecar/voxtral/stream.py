@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from engine_api.audio import SAMPLE_RATE_HZ
+from engine_api.audio import BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 
 from ..reanchor.settings import REQUEST_TAG
 
@@ -56,7 +56,7 @@ class RequestStream:
         if self.ended or self.done.is_set() or not pcm16:
             return
         self._audio.put_nowait(np.frombuffer(pcm16, dtype=np.int16).astype(np.float32) / 32768.0)
-        self.samples += len(pcm16) // 2
+        self.samples += len(pcm16) // BYTES_PER_SAMPLE
 
     def end(self) -> None:
         """No more audio: the buffer adds the right padding and the request finishes."""
