@@ -7,6 +7,13 @@ cache and max_num_seqs, less the slots in use), engines that admit first, ties t
 placed fewest sessions on. Sessions ask on every open, so when an engine dies its sessions' reconnects
 (engine_chain: replay of the unheard audio) go at once to another engine with room; the dead one restarts
 under its own supervisor and rejoins when it answers. One engine behaves exactly as the lone sidecar did.
+
+A voxtral engine with K front ends (`--engine-option frontends=K`: one sidecar process, one engine core, K
+front-end processes, each on its own socket with its share of the capacity) is K placement targets: the
+supervisor of the spawned process follows front end 0 (its `--socket`) and restarts the sidecar, the
+others are attached (the `--sidecar-external` mode) to `<socket>.<i>` and only wait when theirs goes away,
+since the sidecar replaces a dead front end itself. Placement, failover and readiness treat every target
+as an engine of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from functools import partial
 
 import structlog
 
+from engine_api.frontends import frontend_socket
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
 
 from . import metrics
@@ -34,7 +42,7 @@ UNBOUNDED = 1 << 30  # free capacity of an engine that states no max_sessions
 class EngineLoad:
     """One ready engine as placement sees it."""
 
-    index: int
+    index: int  # the target's (an engine's, or one of its front ends')
     admitting: bool  # its latest status: headroom and a free slot
     free: int  # max_sessions less the slots in use (reported, or placed since, whichever is more)
     placed: int  # engine streams this service has open on it
@@ -50,6 +58,11 @@ def _ready_gauge(engine: SidecarSupervisor) -> float:
     return float(engine.ready)
 
 
+def target_label(engine: int, frontend: int | None) -> str:
+    """A placement target's name in metrics: the engine's index, `<engine>.<front end>` with several front ends."""
+    return str(engine) if frontend is None else f"{engine}.{frontend}"
+
+
 class EnginePool:
     def __init__(self, config: Config, on_ready_change: Callable[[bool], None],
                  on_status: Callable[[], None] = lambda: None, specs: Sequence[EngineSpec] | None = None) -> None:
@@ -58,14 +71,33 @@ class EnginePool:
         self._on_ready_change = on_ready_change
         self._on_status = on_status
         self._ready = False  # the pool's readiness as last told
-        self.engines = tuple(
-            SidecarSupervisor(replace(config, sidecar_socket=spec.socket), self._engine_changed, on_status,
-                              index=spec.index if several else None, env=spec.env)
-            for spec in self.specs)
+        # The placement targets, flat: each engine's process supervisor, then its other front ends if any.
+        self.engines = tuple(t for spec in self.specs for t in self._targets(config, spec, several))
         self._links: tuple[set[EngineLink], ...] = tuple(set() for _ in self.engines)
         for n, engine in enumerate(self.engines):
-            metrics.ENGINE_SESSIONS.labels(str(n)).set_function(partial(self._placed_gauge, n))
-            metrics.ENGINE_READY.labels(str(n)).set_function(partial(_ready_gauge, engine))
+            label = target_label(self._engine_of(n), engine.frontend)
+            metrics.ENGINE_SESSIONS.labels(label).set_function(partial(self._placed_gauge, n))
+            metrics.ENGINE_READY.labels(label).set_function(partial(_ready_gauge, engine))
+
+    def _targets(self, config: Config, spec: EngineSpec, several: bool) -> list[SidecarSupervisor]:
+        """One engine's targets: the supervisor that spawns (or attaches to) its sidecar, on front end 0's
+        socket; then, with K front ends, one attached to each other front end's socket."""
+        k = spec.frontends
+        index = spec.index if several else None
+        first = SidecarSupervisor(replace(config, sidecar_socket=spec.socket), self._engine_changed, self._on_status,
+                                  index=index, env=spec.env, frontend=0 if k > 1 else None)
+        others = [SidecarSupervisor(replace(config, sidecar_socket=frontend_socket(str(first.socket), i),
+                                            sidecar_external=True), self._engine_changed, self._on_status,
+                                    index=index, frontend=i) for i in range(1, k)]
+        return [first, *others]
+
+    def _engine_of(self, target: int) -> int:
+        """The engine (spec index) a target belongs to."""
+        for spec in self.specs:
+            if target < spec.frontends:
+                return spec.index
+            target -= spec.frontends
+        raise IndexError(target)
 
     async def start(self) -> None:
         """Start every engine (at once: a GPU box's engines load in parallel); any failure is fatal."""
@@ -84,7 +116,8 @@ class EnginePool:
         """An engine came up or went down: the pool's readiness may follow (any engine up), its room changed."""
         metrics.ENGINE_UP.set(self.ready_count)
         if len(self.engines) > 1:
-            log.info("engines_up", up=[n for n, e in enumerate(self.engines) if e.ready])
+            log.info("engines_up", up=[target_label(self._engine_of(n), e.frontend)
+                                       for n, e in enumerate(self.engines) if e.ready])
         if self.ready != self._ready:
             self._ready = self.ready
             self._on_ready_change(self._ready)
@@ -107,7 +140,8 @@ class EnginePool:
 
     @property
     def ready_count(self) -> int:
-        return sum(e.ready for e in self.engines)
+        """Engines with a target up (a front end of it)."""
+        return len({self._engine_of(n) for n, e in enumerate(self.engines) if e.ready})
 
     def statuses(self) -> list[engine_pb2.GetStatusResponse]:
         """The status of each engine that is up; while none is, the last each said (a lone engine's down time
@@ -144,7 +178,8 @@ class EnginePool:
 
     def opened(self, stub: engine_pb2_grpc.EngineStub, link: EngineLink) -> None:
         if len(self.engines) > 1 and (n := self._index(stub)) is not None:
-            log.info("engine_placed", engine_index=n, placed=self.placed_on(n))
+            where = {"frontend_index": f} if (f := self.engines[n].frontend) is not None else {}
+            log.info("engine_placed", engine_index=self._engine_of(n), **where, placed=self.placed_on(n))
 
     def _load(self, n: int) -> EngineLoad:
         e = self.engines[n]

@@ -6,6 +6,7 @@ Each engine is a sidecar of its own, with its own socket; a pinned one sees only
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -25,6 +26,7 @@ class EngineSpec:
     index: int
     gpu: str | None  # the device its sidecar sees (CUDA_VISIBLE_DEVICES); None: not pinned
     socket: str  # its Unix socket; "": a private temp dir
+    frontends: int = 1  # its front ends (voxtral `frontends=K`): K placement targets, on `<socket>`, `<socket>.<i>`
 
     @property
     def env(self) -> dict[str, str]:
@@ -66,6 +68,18 @@ def engine_socket(socket: str, index: int, count: int) -> str:
     return socket if not socket or count == 1 else f"{socket}.{index}"
 
 
+def engine_frontends(c: Config) -> int:
+    """Front ends per engine: the voxtral engine option `frontends` (K front-end processes on one engine core, each
+    on its own socket: engine_api/frontends.py), else 1."""
+    if c.engine != "voxtral" or not c.engine_options:
+        return 1
+    options = json.loads(c.engine_options)
+    k = options.get("frontends", 1) if isinstance(options, dict) else 1
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise EngineLayoutError(f"--engine-option frontends={k!r}: a whole number >= 1")
+    return k
+
+
 def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count) -> tuple[EngineSpec, ...]:
     """One spec per engine. With --gpus, one engine per device; --engines must then be 1 (its default) or
     the number of devices."""
@@ -77,4 +91,5 @@ def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count
                                 "per GPU; leave --engines out or make it the number of GPUs")
     count = len(devices) or c.engines
     pins: tuple[str | None, ...] = devices or (None,) * count
-    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count)) for i, gpu in enumerate(pins))
+    k = engine_frontends(c)
+    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), k) for i, gpu in enumerate(pins))

@@ -2,7 +2,9 @@
 
 With `sidecar_external` someone else runs the sidecar (a second container in the
 pod, a systemd unit): the service only attaches to its socket, health-checks it,
-and when it goes away waits for it to come back.
+and when it goes away waits for it to come back. The same attach mode follows front end i > 0 of a sidecar
+with several (voxtral `frontends=K`, service/engine_pool.py): the sidecar replaces a dead front end itself,
+so losing that socket restarts nothing; only the supervisor of the spawned process restarts it.
 
 While the sidecar is down, `ready` is False and new sessions are refused with
 UNAVAILABLE + a retry delay; listeners hear every state change (health).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -68,11 +71,13 @@ class SidecarStartError(RuntimeError):
 class SidecarSupervisor:
     def __init__(self, config: Config, on_ready_change: Callable[[bool], None],
                  on_status: Callable[[], None] = lambda: None, index: int | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, frontend: int | None = None) -> None:
         self._config = config
         self.index = index  # its place in an engine pool of several (service/engine_pool.py); None: the only one
+        self.frontend = frontend  # which front end of a sidecar with several it follows; None: it has one
         self._env = dict(env or {})  # over the service's own environment (a GPU pin: CUDA_VISIBLE_DEVICES)
         self._log = log.bind(engine_index=index) if index is not None else log
+        self._log = self._log.bind(frontend_index=frontend) if frontend is not None else self._log
         self._on_ready_change = on_ready_change
         self._on_status = on_status  # after every status the sidecar answered (health checks)
         self._admission_logged = True  # the running engine's admission as last logged (a new engine: admitting)
@@ -89,9 +94,15 @@ class SidecarSupervisor:
         self._down_event = asyncio.Event()
         self.restarts = 0
         self._attached_before = False
+        self._frontend_away = False  # front end 0 of several is being replaced by the sidecar (not ready meanwhile)
         self._stopping = False
         self._check_now = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def socket(self) -> Path:
+        """The socket it serves on (front end 0's, for a sidecar with several front ends)."""
+        return self._socket
 
     @property
     def pid(self) -> int | None:
@@ -142,6 +153,7 @@ class SidecarSupervisor:
             await self._close_channel()
             raise
         self._log.info("sidecar_ready", pid=self._proc.pid, engine=status.engine, model=status.model)
+        self._frontend_away = False  # a new process: its front end 0 is there
         self._take_status(status)
         self._set_ready(True)
 
@@ -251,7 +263,8 @@ class SidecarSupervisor:
                     waiting_logged = True
                 await asyncio.sleep(self._config.sidecar_restart_backoff_s)
                 continue
-            if self._attached_before:  # a re-attach is a restart of the sidecar
+            if self._attached_before and not self.frontend:  # a re-attach is a restart of the sidecar (for
+                # front end i > 0, only of that front end: the spawned process's supervisor counts the sidecar's)
                 self.restarts += 1
                 metrics.SIDECAR_RESTARTS.inc()
             self._attached_before = True
@@ -273,12 +286,41 @@ class SidecarSupervisor:
                 status = await self.stub.GetStatus(engine_pb2.GetStatusRequest(), timeout=STATUS_TIMEOUT_S)
                 failures = 0
                 self._take_status(status)
+                if self._frontend_away and not self._stopping:  # front end 0 is back (see _front_end_away)
+                    self._frontend_away = False
+                    self._log.info("frontend_back", pid=status.pid)
+                    self._set_ready(True)
                 self._on_status()
             except grpc.RpcError as exc:
+                if await self._front_end_away(exc):
+                    continue
                 failures += 1
                 self._log.warning("sidecar_health_failed", failures=failures, error=str(exc.code()))
                 if self._config.sidecar_external and exc.code() == grpc.StatusCode.UNAVAILABLE:
                     return  # nothing listens: it is gone (whoever runs it restarts it)
+
+    async def _front_end_away(self, exc: grpc.RpcError) -> bool:
+        """Front end 0 of a spawned sidecar with several: nothing listens on its socket while the process lives,
+        so the sidecar is replacing that front end (it exits by itself when it cannot: core_host.py). Not ready
+        meanwhile, and no restart; a fresh channel, so that the replacement is seen at once (no reconnect
+        backoff of the dead one's)."""
+        if self.frontend != 0 or self._config.sidecar_external or exc.code() != grpc.StatusCode.UNAVAILABLE \
+                or self._proc is None or self._proc.returncode is not None:
+            return False
+        if not self._frontend_away:
+            self._frontend_away = True
+            self._log.warning("frontend_away", socket=str(self._socket), action="the sidecar replaces it")
+            self._set_ready(False)
+        await self._close_channel()
+        if not self._stopping:  # stopping: the checks end at the closed channel
+            self._channel = _engine_channel(self._socket)
+            self.stub = engine_pb2_grpc.EngineStub(self._channel)
+        return True
+
+    @property
+    def attached(self) -> bool:
+        """It follows a sidecar it did not spawn (--sidecar-external, or a front end i > 0 of its own)."""
+        return self._config.sidecar_external
 
     @property
     def admitting(self) -> bool:
@@ -326,9 +368,8 @@ class SidecarSupervisor:
             await proc.wait()
         with contextlib.suppress(FileNotFoundError):
             self._socket.unlink()
-        if self._own_dir is not None:
-            with contextlib.suppress(OSError):
-                self._own_dir.rmdir()
+        if self._own_dir is not None:  # ours alone; it may hold other front ends' sockets (`<socket>.<i>`)
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
 
 def _engine_channel(socket: Path) -> grpc.aio.Channel:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.config import Config
-from service.engine_pool import EngineLoad, placement_order
+from service.engine_pool import EngineLoad, EnginePool, placement_order
 from service.gpus import EngineLayoutError, engine_specs, gpu_list, nvidia_smi_gpu_count
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +74,36 @@ def test_placement_prefers_room_then_free_capacity_then_fewest_placed() -> None:
     assert placement_order(loads) == [3, 1, 0, 2]
     full = [EngineLoad(0, admitting=True, free=0, placed=4), EngineLoad(1, admitting=True, free=1, placed=8)]
     assert placement_order(full) == [1, 0]
+
+
+def voxtral(frontends: object, **kwargs: object) -> Config:
+    return Config(engine="voxtral", engine_options=json.dumps({"max_num_seqs": 8, "frontends": frontends}),
+                  **kwargs)  # type: ignore[arg-type]
+
+
+def test_front_ends_per_engine_come_from_the_voxtral_engine_option() -> None:
+    assert [s.frontends for s in engine_specs(voxtral(3, engines=2))] == [3, 3]
+    assert engine_specs(Config(engine="voxtral"))[0].frontends == 1
+    # Another engine has no front ends of its own: the option is the voxtral sidecar's.
+    assert engine_specs(Config(engine="fake", engine_options='{"frontends": 3}'))[0].frontends == 1
+    for bad in (0, "two", 1.5):
+        with pytest.raises(EngineLayoutError, match="frontends"):
+            engine_specs(voxtral(bad))
+
+
+def test_each_front_end_is_a_placement_target_and_only_the_first_spawns() -> None:
+    pool = EnginePool(voxtral(3, engines=2, sidecar_socket="/run/e.sock"), lambda _ready: None)
+    assert [(str(t.socket), t.frontend, t.attached) for t in pool.engines] == [
+        ("/run/e.sock.0", 0, False), ("/run/e.sock.0.1", 1, True), ("/run/e.sock.0.2", 2, True),
+        ("/run/e.sock.1", 0, False), ("/run/e.sock.1.1", 1, True), ("/run/e.sock.1.2", 2, True)]
+    one = EnginePool(Config(engine="voxtral", sidecar_socket="/run/e.sock"), lambda _ready: None)
+    assert [(str(t.socket), t.frontend, t.attached) for t in one.engines] == [("/run/e.sock", None, False)]
+
+
+def test_front_ends_of_a_private_socket_sit_beside_it() -> None:
+    pool = EnginePool(voxtral(2), lambda _ready: None)
+    first, second = pool.engines
+    try:
+        assert str(second.socket) == f"{first.socket}.1" and first.socket.name == "engine.sock"
+    finally:
+        shutil.rmtree(first.socket.parent)
