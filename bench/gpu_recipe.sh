@@ -10,6 +10,10 @@
 #   bench/gpu_recipe.sh sweep  MODEL_DIR   # 1..N desynchronized sessions, 240 s per step, until real time is lost
 #   bench/gpu_recipe.sh long   MODEL_DIR [N] [HOURS]   # N sessions (default 8) for HOURS (default 4):
 #                                                       # re-anchoring on (the default), VRAM and KV flatness
+#   bench/gpu_recipe.sh frontends MODEL_DIR  # the front-end ceiling: the same sweep (LEVELS, default
+#                                            # 16..256 x 60 s) with K = 1, 2, 4 front ends on the one engine
+#                                            # core (FRONTENDS="1 2 4"; --engine-option frontends=K, with
+#                                            # --workers K so the service is not the ceiling); streams held per K
 #
 # What it records (under bench/results/gpu-<mode>-<stamp>/): bench.json + PNGs from `voxgate bench`
 # (time to first result, end of audio -> final, wall/audio per session, lag over time, errors, CPU/RSS per
@@ -31,6 +35,21 @@ out=${OUT:-"$root/bench/results/gpu-$mode-$(date +%Y%m%d-%H%M%S)"}
 mkdir -p "$out"
 if [ -z "${NO_GPU:-}" ]; then
   command -v nvidia-smi >/dev/null || { echo "nvidia-smi not found: this recipe needs an NVIDIA GPU" >&2; exit 2; }
+fi
+
+if [ "$mode" = frontends ]; then
+  for k in ${FRONTENDS:-1 2 4}; do
+    OUT="$out/k$k" LEVELS="${LEVELS:-16,32,64,96,128,160,192,256}" DURATION="${DURATION:-60}" \
+      EXTRA_SERVE_ARGS="${EXTRA_SERVE_ARGS:-} --engine-option frontends=$k --workers $k" "$0" quick "$model" \
+      > "$out/k$k.out"
+  done
+  python3 - "$out" ${FRONTENDS:-1 2 4} <<'PY'
+import json, sys
+out, ks = sys.argv[1], sys.argv[2:]
+print(json.dumps({"max_real_time_sessions": {f"frontends={k}": json.load(open(f"{out}/k{k}/bench.json"))
+                                              ["max_sessions_held"] for k in ks}}))
+PY
+  exit 0
 fi
 
 case $mode in
