@@ -74,23 +74,6 @@ def _read(pid: int) -> Proc | None:
     return Proc(pid, int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK, cmd, comm)
 
 
-def separate_connections(sessions_per_connection: int) -> None:
-    """`voxgate bench`'s driver opens one channel per SESSIONS_PER_CHANNEL sessions; make each its own TCP
-    connection (gRPC shares subchannels between channels to one target by default). SO_REUSEPORT spreads
-    connections, not streams, across workers: one connection's sessions all land on one worker."""
-    import grpc.aio
-
-    import service.bench.driver as driver
-
-    plain = grpc.aio.insecure_channel
-
-    def own(target: str, options: Any = None, *a: Any, **kw: Any) -> Any:
-        return plain(target, [*(options or []), ("grpc.use_local_subchannel_pool", 1)], *a, **kw)
-
-    driver.SESSIONS_PER_CHANNEL = sessions_per_connection
-    grpc.aio.insecure_channel = own
-
-
 def process_name(p: Proc, parent: str | None) -> str:
     """A process of the server tree by what it is: its command line, or the title vLLM gives it."""
     cmd = p.cmdline
@@ -206,7 +189,8 @@ async def run_pair(pair: str, a: Config, b: Config, levels: list[int], frame_ms:
     th = Thresholds(0.25 if fake else 1.0, 2.0, 0.5)
     duration = args.fake_duration if fake else args.voxtral_duration
     plan = Plan(duration_s=duration, frame_ms=frame_ms, speed=1.0, stagger_s=0.0 if fake else 0.25,
-                timeout_s=60.0, thresholds=th, ref_shift_ms=FAKE_WORD_MS if fake else 0, progress=False)
+                timeout_s=60.0, thresholds=th, ref_shift_ms=FAKE_WORD_MS if fake else 0, progress=False,
+                sessions_per_connection=args.sessions_per_connection)
     max_sessions = max(levels) if fake else args.max_num_seqs
     servers: dict[str, ServerProc] = {}
     runs: list[dict[str, Any]] = []
@@ -303,7 +287,6 @@ def main() -> int:
                    help="sessions per client TCP connection (default 4; voxgate bench: 32)")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
-    separate_connections(args.sessions_per_connection)
     report = asyncio.run(main_async(args))
     out = args.out or RESULTS_DIR / f"scaling-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

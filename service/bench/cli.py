@@ -56,6 +56,9 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     load.add_argument("--audio-dir", type=Path, default=None, metavar="DIR",
                       help="16 kHz mono PCM16 WAV files of speech, played as one loop (default: the ~17 s of "
                       "clips shipped with voxgate, service/bench/clips)")
+    load.add_argument("--sessions-per-connection", type=int, default=None, metavar="N",
+                      help="sessions sharing one client TCP connection (default: the driver's "
+                           "SESSIONS_PER_CONNECTION; `voxgate serve --workers` spreads connections, not sessions)")
     load.add_argument("--retries", type=int, default=1, help="reruns of a lost level before the sweep stops")
     judge = p.add_argument_group("keeping up (a level is held when every session does)")
     judge.add_argument("--max-latency-p95-s", type=float, default=None,
@@ -89,7 +92,7 @@ def level_line(r: LevelResult) -> str:
 
 async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from .audio import load_loop
-    from .driver import Plan, pick_language, run_level
+    from .driver import SESSIONS_PER_CONNECTION, Plan, pick_language, run_level
     from .server import FAKE_WORD_MS, ServerProc, wait_serving, write_fake_script
     from .trace import Thresholds
 
@@ -100,7 +103,8 @@ async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     ref_shift = args.ref_shift_ms if args.ref_shift_ms is not None else (FAKE_WORD_MS if engine == "fake" else 0)
     plan = Plan(duration_s=args.duration, frame_ms=args.frame_ms, speed=args.speed, stagger_s=args.stagger_s,
                 timeout_s=60.0, thresholds=Thresholds(lat_th, args.max_final_s, args.max_slip_s),
-                ref_shift_ms=ref_shift, progress=not args.quiet)
+                ref_shift_ms=ref_shift, progress=not args.quiet,
+                sessions_per_connection=args.sessions_per_connection or SESSIONS_PER_CONNECTION)
     server: ServerProc | None = None
     model = args.model
     if not args.server:

@@ -24,7 +24,10 @@ from .procstats import ProcSampler
 from .trace import SessionSummary, SessionTrace, Thresholds, pct, summarize
 
 RAMP_S = 2.0  # default: session starts spread over this, each at a random phase within a frame
-SESSIONS_PER_CHANNEL = 32  # HTTP/2 connections: one per this many sessions
+SESSIONS_PER_CONNECTION = 32  # default: one HTTP/2 connection per this many sessions
+# Each channel its own TCP connection, never a subchannel pooled with another channel to the same target:
+# SO_REUSEPORT spreads connections, not streams, across `voxgate serve --workers`.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Plan:
     ref_shift_ms: int  # see SessionTrace.ref_shift_ms
     language: str = "en-US"
     progress: bool = True
+    sessions_per_connection: int = SESSIONS_PER_CONNECTION
 
 
 @dataclass
@@ -173,7 +177,8 @@ async def run_level(target: str, n: int, attempt: int, loop: np.ndarray, plan: P
     traces = [SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 3), frame_ms=plan.frame_ms,
                            ref_shift_ms=plan.ref_shift_ms) for i in range(n)]
     chunks = [frames(loop, int(t.offset_s * SAMPLE_RATE), plan.duration_s, plan.frame_ms) for t in traces]
-    channels = [grpc.aio.insecure_channel(target) for _ in range(math.ceil(n / SESSIONS_PER_CHANNEL))]
+    per = plan.sessions_per_connection
+    channels = [grpc.aio.insecure_channel(target, OWN_CONNECTION) for _ in range(math.ceil(n / per))]
     for ch in channels:
         await ch.channel_ready()
     load0 = os.getloadavg()[0]
@@ -187,7 +192,7 @@ async def run_level(target: str, n: int, attempt: int, loop: np.ndarray, plan: P
         t0 = start + i * stagger + phase[i]
         await asyncio.sleep(max(0.0, t0 - time.monotonic()))
         try:
-            await asyncio.wait_for(run_session(channels[i // SESSIONS_PER_CHANNEL], traces[i], chunks[i], t0, plan),
+            await asyncio.wait_for(run_session(channels[i // per], traces[i], chunks[i], t0, plan),
                                    audio_wall + plan.timeout_s)
         except TimeoutError:
             traces[i].error = "timeout"

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.helpers import (
+    ROOT,
     SPEECH_SERVICE,
     ServerProcess,
     child_pids,
@@ -204,3 +208,28 @@ def test_sigterm_drains_every_worker_and_the_parent_exits_0(server: ServerProces
         stream.stop_sending()
     assert server.proc.wait(30) == 0
     assert not any(Path(f"/proc/{w.pid}").exists() for w in found)
+
+
+def sessions_started_by_worker(log: str) -> dict[int, int]:
+    counts = {0: 0, 1: 0}
+    for line in log.splitlines():
+        if '"event": "session_started"' in line and (m := re.search(r'"worker": (\d+)', line)):
+            counts[int(m.group(1))] += 1
+    return counts
+
+
+def test_voxgate_bench_spreads_its_sessions_over_the_workers(server: ServerProcess, tmp_path: Path) -> None:
+    # One TCP connection per session: SO_REUSEPORT spreads connections, so one run's sessions reach both
+    # workers (most runs do; sessions sharing one connection would all land on one worker, in every run).
+    for run in range(6):
+        before = sessions_started_by_worker(server.log())
+        proc = subprocess.run(
+            [sys.executable, "-m", "service", "bench", "--server", server.target, "-n", str(MAX_SESSIONS),
+             "--sessions-per-connection", "1", "--retries", "0", "--duration", "2", "--no-plots", "--quiet",
+             "--out", str(tmp_path / f"bench-{run}.json")],
+            cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        after = sessions_started_by_worker(server.log())
+        if all(after[w] > before[w] for w in (0, 1)):
+            return
+    raise AssertionError(f"each run's bench sessions all landed on one worker: last {before} -> {after}")
