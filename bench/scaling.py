@@ -46,37 +46,16 @@ sys.path.insert(0, str(ROOT / "clients" / "python"))
 from service.bench.audio import load_loop  # noqa: E402
 from service.bench.driver import Plan, pick_language, run_level  # noqa: E402
 from service.bench.machine import describe  # noqa: E402
-from service.bench.procstats import is_sidecar  # noqa: E402
+from service.bench.procstats import ProcSample, is_sidecar, processes  # noqa: E402
 from service.bench.server import FAKE_WORD_MS, ServerProc, write_fake_script  # noqa: E402
 from service.bench.trace import Thresholds  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    ppid: int
-    cpu_s: float
-    cmdline: str
-    comm: str
-
-
-def _read(pid: int) -> Proc | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-    except (OSError, ValueError):
-        return None
-    return Proc(pid, int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK, cmd, comm)
-
-
-def process_name(p: Proc, parent: str | None) -> str:
+def process_name(p: ProcSample, parent: str | None) -> str:
     """A process of the server tree by what it is: its command line, or the title vLLM gives it."""
-    cmd = p.cmdline
+    cmd = p.cmdline.strip()
     if parent is None:
         return "parent" if "--workers" in cmd.split() and "--workers 1" not in cmd else "service"
     if "service.worker_main" in cmd:
@@ -94,7 +73,7 @@ def process_name(p: Proc, parent: str | None) -> str:
 
 def tree(root: int) -> dict[int, tuple[str, float]]:
     """{pid: (name, CPU seconds so far)} for `root` and every descendant."""
-    procs = {p.pid: p for d in os.listdir("/proc") if d.isdigit() and (p := _read(int(d))) is not None}
+    procs = processes()
     children: dict[int, list[int]] = {}
     for p in procs.values():
         children.setdefault(p.ppid, []).append(p.pid)

@@ -30,9 +30,10 @@ class ProcSample:
     cpu_s: float
     rss_bytes: int
     cmdline: str
+    comm: str = ""  # the process's title (vLLM names its processes, e.g. VLLM::EngineCore)
 
 
-def _read_proc(pid: int) -> ProcSample | None:
+def read_proc(pid: int) -> ProcSample | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         fields = stat[stat.rindex(")") + 2:].split()
@@ -41,11 +42,13 @@ def _read_proc(pid: int) -> ProcSample | None:
     except (OSError, ValueError):
         return None
     return ProcSample(pid, int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK,
-                      int(statm[1]) * _PAGE, cmd)
+                      int(statm[1]) * _PAGE, cmd, stat[stat.index("(") + 1:stat.rindex(")")])
 
 
-def _all_pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+def processes() -> dict[int, ProcSample]:
+    """Every process now, by pid (those that vanish meanwhile are left out)."""
+    return {pid: s for pid in (int(p) for p in os.listdir("/proc") if p.isdigit())
+            if (s := read_proc(pid)) is not None}
 
 
 def is_sidecar(cmdline: str) -> bool:
@@ -65,7 +68,7 @@ def _always(role: str) -> Callable[[str, ProcSample], str]:
 
 def snapshot(server_pid: int | None, others: Sequence[OtherServer] = ()) -> dict[str, tuple[float, int]]:
     """{role: (CPU seconds so far, RSS bytes)} for this process and its process tree, by role (module doc)."""
-    procs = {s.pid: s for p in _all_pids() if (s := _read_proc(p)) is not None}
+    procs = processes()
     children: dict[int, list[int]] = {}
     for s in procs.values():
         children.setdefault(s.ppid, []).append(s.pid)
