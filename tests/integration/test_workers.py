@@ -198,18 +198,6 @@ def test_a_dead_worker_is_restarted_on_the_same_port(server: ServerProcess) -> N
     assert hello.max_sessions == MAX_SESSIONS
 
 
-def test_sigterm_drains_every_worker_and_the_parent_exits_0(server: ServerProcess) -> None:
-    found = workers(server)
-    held = [hold_stream(grpc.insecure_channel(f"unix:{w.socket}")) for w in found]  # one live session on each
-    server.proc.send_signal(signal.SIGTERM)
-    for stream in held:
-        rest = list(stream.call)
-        assert rest[-1].ended.reason == pb.SESSION_END_REASON_DRAINING
-        stream.stop_sending()
-    assert server.proc.wait(30) == 0
-    assert not any(Path(f"/proc/{w.pid}").exists() for w in found)
-
-
 def sessions_started_by_worker(log: str) -> dict[int, int]:
     counts = {0: 0, 1: 0}
     for line in log.splitlines():
@@ -233,3 +221,16 @@ def test_voxgate_bench_spreads_its_sessions_over_the_workers(server: ServerProce
         if all(after[w] > before[w] for w in (0, 1)):
             return
     raise AssertionError(f"each run's bench sessions all landed on one worker: last {before} -> {after}")
+
+
+# Last: it stops the module's server.
+def test_sigterm_drains_every_worker_and_the_parent_exits_0(server: ServerProcess) -> None:
+    found = workers(server)
+    held = [hold_stream(grpc.insecure_channel(f"unix:{w.socket}")) for w in found]  # one live session on each
+    server.proc.send_signal(signal.SIGTERM)
+    for stream in held:
+        rest = list(stream.call)
+        assert rest[-1].ended.reason == pb.SESSION_END_REASON_DRAINING
+        stream.stop_sending()
+    assert server.proc.wait(30) == 0
+    assert not any(Path(f"/proc/{w.pid}").exists() for w in found)
