@@ -25,8 +25,21 @@ SEAM_S = 1.0
 
 
 def log_events(server: ServerProcess, event: str) -> list[dict[str, Any]]:
-    lines = (json.loads(line) for line in server.log().splitlines() if line.startswith("{"))
-    return [e for e in lines if e.get("event") == event]
+    return [e for e in log_records(server) if e.get("event") == event]
+
+
+def log_records(server: ServerProcess) -> list[dict[str, Any]]:
+    """The server's JSON log lines. The service and its sidecars share one log file, so now and then two
+    processes' lines interleave into one unparseable line: skipped (the tests look for events of which
+    there are several, or wait for them)."""
+    records = []
+    for line in server.log().splitlines():
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
 
 
 def wall(entry: dict[str, Any]) -> float:
@@ -74,17 +87,6 @@ def wait_rejoined(server: ServerProcess, index: int, old_pid: int, timeout_s: fl
 
 
 def test_sessions_spread_and_move_to_the_other_engine_when_theirs_is_killed(tmp_path: Path) -> None:
-    # Known flake (one CI pre-check of 2026-12-01, cause not yet found: the server's log showed every move
-    # correct): one retry on a fresh server, the first failure printed. Two failures fail the test.
-    try:
-        _spread_and_move(tmp_path / "first")
-    except AssertionError as first:
-        print(f"\nfirst attempt failed, retrying once: {first!r}")
-        _spread_and_move(tmp_path / "retry")
-
-
-def _spread_and_move(tmp_path: Path) -> None:
-    tmp_path.mkdir()
     audio, spans = speech_pattern(6, voiced_s=1.0, silence_s=1.0)  # 12 s of live audio per session
     server = start_server(tmp_path, "--engines", "2", "--sidecar-health-interval-s", "0.5", engine="fake")
     try:
