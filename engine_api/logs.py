@@ -6,11 +6,17 @@ Every line is bounded (defence in depth: client strings are validated and cut
 before they get here): a field's text is cut to MAX_FIELD_CHARS (a traceback
 keeps its last MAX_TRACEBACK_CHARS), and a line still over MAX_LINE_CHARS is
 replaced by its event name and short fields, marked `"truncated": true`.
+
+Every line reaches stderr in ONE write (LineLogger, write_line). The processes share one inherited stderr
+and run unbuffered there (PYTHONUNBUFFERED=1 in the images and the tests), where structlog's PrintLogger
+(print) writes a line and its newline in two calls: two processes' lines then interleaved into one
+unparseable line. A single write(2) stays whole in a file at any size, and in a pipe up to PIPE_BUF.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import MutableMapping
 from typing import Any
@@ -59,6 +65,33 @@ class BoundedRenderer:
         return self._inner(logger, name, {**short, "truncated": True})
 
 
+def write_line(fd: int, line: bytes) -> None:
+    """`line` (newline added when missing) in one os.write; the loop only finishes a rare short write."""
+    data = memoryview(line if line.endswith(b"\n") else line + b"\n")
+    while data:
+        data = data[os.write(fd, data):]
+
+
+class LineLogger:
+    """A structlog logger whose every line is one write to `fd` (no lock needed: the kernel orders writes)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def msg(self, message: str) -> None:
+        write_line(self._fd, message.encode("utf-8", "backslashreplace"))
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = failure = err = msg
+
+
+def stderr_logger(*_args: Any) -> LineLogger | structlog.PrintLogger:
+    """The logger factory: stderr's fd, or print where stderr has none (replaced in-process, e.g. captured)."""
+    try:
+        return LineLogger(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return structlog.PrintLogger(sys.stderr)
+
+
 def configure_logging(level: str = "info") -> None:
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
@@ -73,6 +106,6 @@ def configure_logging(level: str = "info") -> None:
             BoundedRenderer(renderer),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=stderr_logger,
         cache_logger_on_first_use=True,
     )

@@ -8,6 +8,7 @@ from engine_api.logs import (
     BoundedRenderer,
     bound_fields,
     configure_logging,
+    write_line,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "BoundedRenderer",
     "bound_fields",
     "configure_logging",
+    "write_line",
 ]

@@ -39,11 +39,14 @@ ENGINE_READY = Gauge("voxgate_engine_ready", "1 while this engine sidecar is rea
 ENGINE_SESSIONS = Gauge("voxgate_engine_sessions", "Engine sessions this service has open on each engine",
                         ["engine"])
 SIDECAR_RESTARTS = Counter("voxgate_sidecar_restarts_total", "Engine sidecar restarts")
-ENGINE_KV_USAGE = Gauge("voxgate_engine_kv_cache_usage_ratio", "Engine KV-cache usage (engines that report it)")
-ENGINE_QUEUE = Gauge("voxgate_engine_queue_depth", "Requests waiting in the engine (engines that report it)")
+# What each engine reports at its health checks: one series per engine (its index in the pool; "0" alone).
+ENGINE_KV_USAGE = Gauge("voxgate_engine_kv_cache_usage_ratio", "Engine KV-cache usage (engines that report it)",
+                        ["engine"])
+ENGINE_QUEUE = Gauge("voxgate_engine_queue_depth", "Requests waiting in the engine (engines that report it)",
+                     ["engine"])
 ENGINE_REANCHOR_ACTIVE = Gauge("voxgate_engine_reanchor_active",
                                "1: sessions re-anchor (unbounded, no seam); 0: they roll over (re-anchoring off, or "
-                               "a start-up guard failed: see the sidecar's reanchor_unavailable log line)")
+                               "a start-up guard failed: see the sidecar's reanchor_unavailable log line)", ["engine"])
 
 
 def serve_metrics(port: int, host: str, active_sessions: Callable[[], int]) -> None:
@@ -52,10 +55,11 @@ def serve_metrics(port: int, host: str, active_sessions: Callable[[], int]) -> N
         start_http_server(port, addr=host)
 
 
-def engine_status(counters: dict[str, int]) -> None:
+def engine_status(engine: str, counters: dict[str, int]) -> None:
+    """One engine's reported counters, on its `engine` series (front ends of one engine share its core's)."""
     if "engine_kv_usage_pct" in counters:
-        ENGINE_KV_USAGE.set(counters["engine_kv_usage_pct"] / 100)
+        ENGINE_KV_USAGE.labels(engine).set(counters["engine_kv_usage_pct"] / 100)
     if "engine_waiting" in counters:
-        ENGINE_QUEUE.set(counters["engine_waiting"])
+        ENGINE_QUEUE.labels(engine).set(counters["engine_waiting"])
     if "reanchor_active" in counters:
-        ENGINE_REANCHOR_ACTIVE.set(counters["reanchor_active"])
+        ENGINE_REANCHOR_ACTIVE.labels(engine).set(counters["reanchor_active"])

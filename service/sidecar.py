@@ -38,6 +38,7 @@ from engine_api.wire import status_from_proto
 from . import metrics
 from .config import Config
 from .engine_flags import preset_env
+from .logs import write_line
 
 log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
@@ -158,9 +159,10 @@ class SidecarSupervisor:
         self._set_ready(True)
 
     async def _drain_stdout(self, stream: asyncio.StreamReader) -> None:
-        # Nothing else should come out on stdout, but a full pipe would block the sidecar.
+        # Nothing else should come out on stdout, but a full pipe would block the sidecar. A line at a time,
+        # each in one write: stderr is shared with the other processes' lines (engine_api/logs.py).
         while line := await stream.readline():
-            sys.stderr.buffer.write(line)
+            write_line(sys.stderr.fileno(), line)
 
     def _set_ready(self, ready: bool) -> None:
         """The engine came up (after its first answer) or went away. Down forgets the engine's own status, so a
@@ -181,7 +183,7 @@ class SidecarSupervisor:
         """An answer of the engine that runs now: its first after a (re)start, or a health check's."""
         self.status = status
         self.engine_status = status_from_proto(status)
-        metrics.engine_status(dict(status.counters))
+        metrics.engine_status(str(self.index or 0), dict(status.counters))
         admitting = self._engine_admits(status, self.engine_status)
         if admitting != self._admission_logged:  # no headroom or no slot: a load balancer should look elsewhere
             self._admission_logged = admitting

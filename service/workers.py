@@ -39,6 +39,7 @@ import structlog
 from .config import Config
 from .engine_pool import EnginePool
 from .gpus import EngineLayoutError
+from .logs import write_line
 from .peers import WorkerRole
 from .sidecar import SidecarStartError
 
@@ -213,7 +214,7 @@ def _log_engine_ready(ready: bool) -> None:
 
 async def _drain_stdout(stream: asyncio.StreamReader) -> None:
     while line := await stream.readline():
-        sys.stderr.buffer.write(line)
+        write_line(sys.stderr.fileno(), line)  # one write: it shares stderr with the other processes' lines
 
 
 def run_workers(config: Config) -> int:

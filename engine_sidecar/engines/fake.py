@@ -8,7 +8,8 @@ Script (JSON file passed as the model; every key optional):
    "stall_at_ms": null,                       # stop consuming audio from this time on
    "crash_at_ms": null,                       # SIGKILL the sidecar at this audio time
    "step_sleep_ms": 0,                        # processing time per chunk
-   "open_ms": 0,                              # time to open a session (like loading a decoder)
+   "open_ms": 0,                              # time to open a session (like loading a decoder;
+                                              #   counted as engine_waiting meanwhile)
    "refuse_while": ""}                        # admission off (status) while this file exists
 """
 
@@ -99,13 +100,18 @@ class FakeEngine:
         self.info = EngineInfo(name="fake", model=script_path or "fake (default script)",
                                max_sessions=max_sessions, languages=("en-US",))
         self._counters = EngineCounters()
+        self._opening = 0  # sessions waiting in open_session (open_ms): its queue, reported as engine_waiting
 
     async def start(self) -> None:
         return None
 
     async def open_session(self, session_id: str, language_code: str) -> FakeSession:
         if self._script.open_ms:
-            await asyncio.sleep(self._script.open_ms / 1000)
+            self._opening += 1
+            try:
+                await asyncio.sleep(self._script.open_ms / 1000)
+            finally:
+                self._opening -= 1
         self._counters.opened()
         return FakeSession(self._script, self._counters)
 
@@ -115,7 +121,7 @@ class FakeEngine:
                                          if gate and Path(gate).exists() else None)
 
     def counters(self) -> dict[str, int]:
-        return self._counters.as_dict()
+        return {**self._counters.as_dict(), "engine_waiting": self._opening}
 
     async def shutdown(self) -> None:
         return None
