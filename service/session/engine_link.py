@@ -74,6 +74,8 @@ class SidecarEngines:
 
 
 def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
+    if not base_ms:  # a session's first link (most of them): outputs are in session time already
+        return out
     if isinstance(out, Delta):
         return replace(out, start_ms=out.start_ms + base_ms, end_ms=out.end_ms + base_ms)
     if isinstance(out, Revision):

@@ -73,29 +73,25 @@ class Inbound:
             self._reader.cancel()
 
     async def _read(self, inputs: AsyncIterator[ClientInput]) -> StreamEnd:
+        receive = inputs.__anext__  # per message: no anext() wrapper, no coroutine for plain audio
         while not self._stopped:
             self._awaiting_client = True
             try:
-                msg = await anext(inputs, None)
+                msg = await receive()
+            except StopAsyncIteration:
+                return StreamEnd.HALF_CLOSED
             finally:
                 self._awaiting_client = False
-            if msg is None:
-                return StreamEnd.HALF_CLOSED
             self._timers.activity()
-            if await self._accept(msg):
-                return StreamEnd.MAX_DURATION
+            if isinstance(msg, AudioIn):
+                outputs, at_cap = self.intake.push(msg.data, self._clock.monotonic())
+                if outputs or self._unqueued:  # most 20 ms messages complete no chunk: nothing to hand on
+                    await self._forward(outputs)
+                if at_cap:
+                    return StreamEnd.MAX_DURATION
+            elif isinstance(msg, FinalizeIn) and not self.intake.skipping:  # else resent after a resume: applied then
+                await self._forward([*self.intake.cut(self._clock.monotonic()), self._next_flush()])
         return StreamEnd.STOPPED
-
-    async def _accept(self, msg: ClientInput) -> bool:
-        """Hand one request on; True when it reached the duration cap."""
-        now = self._clock.monotonic()
-        if isinstance(msg, AudioIn):
-            outputs, at_cap = self.intake.push(msg.data, now)
-            await self._forward(outputs)
-            return at_cap
-        if isinstance(msg, FinalizeIn) and not self.intake.skipping:  # else resent after a resume: applied then
-            await self._forward([*self.intake.cut(now), self._next_flush()])
-        return False
 
     async def finish(self) -> None:
         """The end of input: the intake's last audio, then Close."""
@@ -109,25 +105,36 @@ class Inbound:
         vanished) must not lose it; the next one to forward (a resumed stream, the end of input) sends it first.
         """
         self._unqueued.extend(outputs)
+        if not self._forwarding.locked() and self._forward_now():
+            return  # all in without waiting (the usual case): no lock round trip
         async with self._forwarding:  # one forwarder at a time, or the head of _unqueued could go twice
-            while self._unqueued:
-                item = self._unqueued[0]
-                if isinstance(item, SpeechBoundary):
-                    self._log.append(SpeechEvent(item.started, item.offset_ms))
-                    if item.started:
-                        self._unqueued.popleft()
-                        continue
-                    self._stats.speech_ended()
-                    self._unqueued[0] = item = self._next_flush()  # an endpoint flushes the engine
-                if self._queue.full():  # the client waits for the engine: that is not idleness
-                    self._timers.held_back(True)
-                    try:
-                        await self._queue.put(item)
-                    finally:
-                        self._timers.held_back(False)
-                else:
-                    self._queue.put_nowait(item)
+            while not self._forward_now():  # the queue is full: the client waits for the engine
+                head = self._unqueued[0]
+                assert not isinstance(head, SpeechBoundary)  # _forward_now turned it into a Flush or dropped it
+                self._timers.held_back(True)  # that is not idleness
+                try:
+                    await self._queue.put(head)
+                finally:
+                    self._timers.held_back(False)
                 self._unqueued.popleft()
+
+    def _forward_now(self) -> bool:
+        """Move _unqueued into the queue for as long as it has room, with no await (so no other forwarder
+        can interleave); True when _unqueued is empty. Called only by the one forwarder (or none) at work."""
+        while self._unqueued:
+            item = self._unqueued[0]
+            if isinstance(item, SpeechBoundary):
+                self._log.append(SpeechEvent(item.started, item.offset_ms))
+                if item.started:
+                    self._unqueued.popleft()
+                    continue
+                self._stats.speech_ended()
+                self._unqueued[0] = item = self._next_flush()  # an endpoint flushes the engine
+            if self._queue.full():
+                return False
+            self._queue.put_nowait(item)
+            self._unqueued.popleft()
+        return True
 
     def _next_flush(self) -> Flush:
         self._flush_marker += 1

@@ -59,3 +59,14 @@ def test_resampled_audio_does_not_depend_on_client_message_size(rate: int) -> No
     ref = run(AudioPipeline(Encoding.LINEAR16, rate, 2, 600), samples, 2 * rate // 10)
     for step in (2, 3000, rate // 3 * 2):
         assert run(AudioPipeline(Encoding.LINEAR16, rate, 2, 600), samples, step) == ref
+
+
+@pytest.mark.parametrize("step", [2, 322, 640, 3200])
+def test_linear16_at_16khz_taken_as_is_gives_what_the_numpy_path_gives(step: int) -> None:
+    data = silence(0.5) + voiced(1.0) + silence(1.0)
+    general = AudioPipeline(Encoding.LINEAR16, 16000, 2, 600)
+    general._as_is = False  # decode → resampler pass-through → bytes, as every other format goes
+    fast = AudioPipeline(Encoding.LINEAR16, 16000, 2, 600)
+    assert fast._as_is
+    assert run(fast, data, step) == run(general, data, step)
+    assert fast.samples_in == general.samples_in == len(data) // 2
