@@ -38,7 +38,7 @@ from engine_api.wire import status_from_proto
 from . import metrics
 from .config import Config
 from .engine_flags import preset_env
-from .logs import write_line
+from .logs import relay_lines
 
 log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
@@ -142,7 +142,7 @@ class SidecarSupervisor:
         if not line.startswith(b"READY"):
             await self._proc.wait()
             raise SidecarStartError(f"sidecar exited with {self._proc.returncode} before it was ready")
-        self._keep(self._drain_stdout(self._proc.stdout))
+        self._keep(relay_lines(self._proc.stdout))
         check_private_socket(self._socket)
         self._channel = _engine_channel(self._socket)
         self.stub = engine_pb2_grpc.EngineStub(self._channel)
@@ -157,12 +157,6 @@ class SidecarSupervisor:
         self._frontend_away = False  # a new process: its front end 0 is there
         self._take_status(status)
         self._set_ready(True)
-
-    async def _drain_stdout(self, stream: asyncio.StreamReader) -> None:
-        # Nothing else should come out on stdout, but a full pipe would block the sidecar. A line at a time,
-        # each in one write: stderr is shared with the other processes' lines (engine_api/logs.py).
-        while line := await stream.readline():
-            write_line(sys.stderr.fileno(), line)
 
     def _set_ready(self, ready: bool) -> None:
         """The engine came up (after its first answer) or went away. Down forgets the engine's own status, so a

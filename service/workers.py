@@ -39,7 +39,7 @@ import structlog
 from .config import Config
 from .engine_pool import EnginePool
 from .gpus import EngineLayoutError
-from .logs import write_line
+from .logs import relay_lines
 from .peers import WorkerRole
 from .sidecar import SidecarStartError
 
@@ -147,7 +147,7 @@ class Workers:
         if not line.startswith(b"voxgate listening"):
             await proc.wait()
             raise WorkerStartError(f"worker {index} exited with {proc.returncode} before it listened")
-        self._keep(_drain_stdout(proc.stdout))
+        self._keep(relay_lines(proc.stdout))
         log.info("worker_started", index=index, pid=proc.pid)
 
     async def _watch(self, index: int) -> None:
@@ -211,10 +211,6 @@ class Workers:
 def _log_engine_ready(ready: bool) -> None:
     log.info("engine_ready" if ready else "engine_not_ready")
 
-
-async def _drain_stdout(stream: asyncio.StreamReader) -> None:
-    while line := await stream.readline():
-        write_line(sys.stderr.fileno(), line)  # one write: it shares stderr with the other processes' lines
 
 
 def run_workers(config: Config) -> int:

@@ -235,10 +235,13 @@ class EngineChain:
         tracing.session_event(self._session_id, "engine_reset" if frozen else "engine_restarted",
                               {"audio_ms": self.written_ms})
         self._results.finalize()
-        what = "engine session froze; it was reset" if frozen else "speech engine restarted"
+        # A lost engine's sessions reopen on whichever engine has room (the restarted one or, with several
+        # engines, another), so the notice says what happened to this session, not which engine it lands on.
+        what = "engine session froze; it was reset" if frozen else "the speech engine serving this session stopped"
         log.warning("engine_seam", cause=str(cause), replay_ms=self._replay.duration_ms())
         self._log.append(Notice("ENGINE_RESET" if frozen else "ENGINE_RESTARTED",
-                                f"{what}; the current utterance was closed and audio since then is replayed"))
+                                f"{what}; the current utterance was closed and audio since then is replayed "
+                                "to a fresh engine session"))
         base = self._replay.start_ms(default_ms=self.written_ms)
         # A frozen session's sidecar is alive: its stream is not stale, do not wait for it to go down.
         failed = None if frozen else self._stream
