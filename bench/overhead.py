@@ -86,7 +86,10 @@ from service.bench.server import ServerProc, terminate  # noqa: E402
 from service.bench.trace import SessionSummary, SessionTrace, Thresholds, pct, summarize  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
-MODES = ("raw", "engine", "voxgate", "vllm")
+# voxgate-vllm-render: voxgate with each step's engine input made by vLLM's generic renderer
+# (--engine-option chunk_render=vllm), the way every voxgate ran before the direct renderer: the "before" side.
+MODES = ("raw", "engine", "voxgate", "voxgate-vllm-render", "vllm")
+VOXGATE_MODES = {"voxgate": {}, "voxgate-vllm-render": {"chunk_render": "vllm"}}
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
 
@@ -372,12 +375,13 @@ class Plan:
     thresholds: Thresholds
 
 
-async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxgate | None,
+async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, voxes: dict[str, Voxgate],
                     vllm_server: VllmRealtime | None, loop: np.ndarray, plan: Plan) -> LevelResult:
     traces = [Trace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2), frame_ms=CHUNK_MS)
               for i in range(n)]
     start = time.monotonic() + 0.5
     steps0 = bare.steps() if bare is not None and mode in ("raw", "engine") else 0
+    vox = voxes.get(mode)
     serve_pid = vox.server.pid if vox is not None else None
     vllm_pid = vllm_server.proc.pid if vllm_server is not None and vllm_server.proc is not None else None
 
@@ -401,7 +405,7 @@ async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, vox: Voxg
         elif mode == "engine":
             assert bare is not None
             coro = bare.engine_session(trace, chunks, t0, tag)
-        elif mode == "voxgate":
+        elif mode in VOXGATE_MODES:
             assert vox is not None
             coro = vox.session(trace, chunks, t0, session_plan)
         else:
@@ -456,9 +460,9 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     bare = Bare(model, options, max_n) if {"raw", "engine"} & set(modes) else None
-    vox = (Voxgate(model, max_n, args.max_model_len, args.engine_options,
-                   Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{stamp}.log")
-           if "voxgate" in modes else None)
+    voxes = {mode: Voxgate(model, max_n, args.max_model_len, {**args.engine_options, **extra},
+                           Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{mode}-{stamp}.log")
+             for mode, extra in VOXGATE_MODES.items() if mode in modes}
     vllm_server = (VllmRealtime(model, max_n, args.max_model_len,
                                 Path(tempfile.gettempdir()) / f"voxgate-bench-vllm-{stamp}.log")
                    if "vllm" in modes else None)
@@ -466,7 +470,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     results: list[LevelResult] = []
     try:
         t = time.monotonic()
-        if vox is not None:  # all start at once (each takes 30-60 s here)
+        for vox in voxes.values():  # all start at once (each takes 30-60 s here)
             print(f"starting voxgate serve ({' '.join(vox.server.cmd[1:])}) ...", flush=True)
             vox.server.launch()
         if vllm_server is not None:
@@ -475,7 +479,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
         if bare is not None:
             print("starting the in-process engine (VoxtralEngine / AsyncLLM) ...", flush=True)
             await bare.start()
-        if vox is not None:
+        for vox in voxes.values():
             await vox.wait_ready()
         if vllm_server is not None:
             await vllm_server.wait_ready()
@@ -488,7 +492,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
                 print(f"repeat {repeat}/{args.repeats}, N={n}: {', '.join(live)}", flush=True)
                 for mode in list(live):
                     for attempt in range(1 + args.retries):
-                        r = await run_level(mode, n, repeat, bare, vox, vllm_server, loop, plan)
+                        r = await run_level(mode, n, repeat, bare, voxes, vllm_server, loop, plan)
                         r.attempt = attempt + 1
                         results.append(r)
                         print(level_line(r), flush=True)
@@ -498,7 +502,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
                     else:
                         live.remove(mode)
     finally:
-        if vox is not None:
+        for vox in voxes.values():
             await vox.stop()
         if vllm_server is not None:
             await vllm_server.stop()
@@ -511,7 +515,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
         held = {m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0)
                 for m in modes}
         row: dict[str, Any] = {"repeat": repeat, "max_sessions_held": held}
-        for base in ("engine", "raw", "vllm"):
+        for base in ("engine", "raw", "vllm", "voxgate-vllm-render"):
             if "voxgate" in held and base in held and held[base]:
                 row[f"ratio_voxgate_over_{base}"] = round(held["voxgate"] / held[base], 3)
         summary.append(row)
@@ -563,7 +567,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--levels", type=lambda s: sorted({int(x) for x in s.split(",")}), default=list(DEFAULT_LEVELS),
                    help="concurrency levels, comma-separated (default 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, ...)")
     p.add_argument("--modes", type=lambda s: [m for m in MODES if m in s.split(",")], default=list(MODES),
-                   help="comma-separated subset of raw,engine,voxgate,vllm (default all)")
+                   help=f"comma-separated subset of {','.join(MODES)} (default all)")
     p.add_argument("--repeats", type=int, default=1, help="sweeps in this run (default 1)")
     p.add_argument("--threshold-lag-s", type=float, default=1.0, help="max lag p95 per session (default 1.0)")
     p.add_argument("--threshold-final-s", type=float, default=2.0,

@@ -53,6 +53,9 @@ class VoxtralOptions:
     # 1/K of its capacity; a dead front end is replaced on one of `frontend_spares` spare client slots.
     frontends: int = 1
     frontend_spares: int = 4
+    # How each 80 ms step's prompt becomes vLLM's engine input (voxtral/chunk_render.py): "direct" builds it
+    # in place (checked equal to vLLM's at start-up, else vLLM's is used), "vllm" through vLLM's renderer.
+    chunk_render: str = "direct"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
@@ -83,6 +86,8 @@ class VoxtralOptions:
             raise ValueError("reanchor_rotate must be all, decoder or none")
         if not 0 < self.reanchor_margin_tokens < self.max_model_len:
             raise ValueError("reanchor_margin_tokens must be in (0, max_model_len)")
+        if self.chunk_render not in ("direct", "vllm"):
+            raise ValueError("chunk_render must be 'direct' or 'vllm'")
         if self.frontends < 1 or self.frontend_spares < 0:
             raise ValueError("frontends must be >= 1 and frontend_spares >= 0")
         if self.frontends > self.max_num_seqs:

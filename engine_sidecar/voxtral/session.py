@@ -27,6 +27,7 @@ from engine_api.status import SessionStat
 from ..engine import EngineCounters
 from ..output_queue import OutputChannel
 from ..reanchor.tripwire import Unacknowledged
+from .chunk_render import Render
 from .options import VoxtralOptions
 from .reanchor_link import PositionChoice, ReanchorEvent, StreamListener
 from .rollover import RolloverPolicy
@@ -59,6 +60,7 @@ class EngineContext:
     flush_reanchor: Callable[[], Awaitable[None]] | None = None  # fetch pending events now
     fallback_rollover: RolloverPolicy | None = None  # a session whose re-anchoring failed rolls over by this
     request_prefix: str = "voxgate"  # of every request id; one per front end sharing an engine core
+    render: Render | None = None  # each step's prompt -> engine input (chunk_render.py); None: vLLM's renderer
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
@@ -154,7 +156,7 @@ class VoxtralSession:
         reanchor = self._mode.reanchor
         stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
                                {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor,
-                               prefix=self._ctx.request_prefix)
+                               prefix=self._ctx.request_prefix, render=self._ctx.render)
         if reanchor:
             self._ctx.reanchor_listeners[stream.request_id] = StreamListener(
                 lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure))

@@ -19,6 +19,7 @@ import numpy as np
 from engine_api.audio import BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 
 from ..reanchor.settings import REQUEST_TAG
+from .chunk_render import Render, vllm_render
 
 TokenSink = Callable[["RequestStream", int, int, str], Awaitable[None]]
 
@@ -30,8 +31,9 @@ class RequestStream:
 
     def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
                  predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None,
-                 reanchor: bool = False, prefix: str = "voxgate") -> None:
+                 reanchor: bool = False, prefix: str = "voxgate", render: Render | None = None) -> None:
         self._llm = llm
+        self._render = render
         self._reanchor = reanchor
         self._logit_bias = logit_bias
         self._model_cls = model_cls
@@ -70,13 +72,12 @@ class RequestStream:
 
     async def _inputs(self, feedback: asyncio.Queue[list[int]]) -> AsyncGenerator[Any, None]:
         from vllm.engine.protocol import StreamingInput
-        from vllm.renderers.inputs.preprocess import parse_model_prompt
 
-        config = self._llm.model_config
-        prompts = self._model_cls.buffer_realtime_audio(self._audio_stream(), feedback, config)
-        async for prompt in prompts:
-            (engine_input,) = await self._llm.renderer.render_cmpl_async([parse_model_prompt(config, prompt)])
-            yield StreamingInput(prompt=engine_input)
+        render = self._render or vllm_render(self._llm)
+        prompts = self._model_cls.buffer_realtime_audio(self._audio_stream(), feedback, self._llm.model_config)
+        steps = itertools.count()
+        async for prompt in prompts:  # the step's tag keys the engine core's encoder cache: unique per step
+            yield StreamingInput(prompt=await render(prompt, f"{self.request_id}-{next(steps)}"))
 
     async def run(self, sink: TokenSink, on_start: Callable[[], Awaitable[None]] | None = None) -> None:
         """Wait for the previous request of the session to finish (outputs stay in order), then stream.

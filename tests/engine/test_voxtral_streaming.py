@@ -131,3 +131,55 @@ def test_abort_leaves_no_request_in_the_engine(h: Harness) -> None:
     assert seen and max(seen) == 1, seen
     assert engine.counters()["engine_unfinished"] == 0
     assert engine.counters()["sessions_active"] == 0
+
+
+# Each 80 ms step's engine input: built directly (the default) or by vLLM's renderer (chunk_render.py).
+
+def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]:
+    """The step prompts vLLM's own realtime buffer makes of this audio (the first carries the prefix)."""
+    import numpy as np
+
+    llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
+
+    async def go() -> list[dict[str, Any]]:
+        feedback: asyncio.Queue[list[int]] = asyncio.Queue()
+
+        async def audio() -> Any:
+            for i in range(0, len(pcm), 2 * 1333):  # frames that do not fall on the model's 80 ms
+                yield np.frombuffer(pcm[i:i + 2 * 1333], dtype="<i2").astype(np.float32) / 32768.0
+
+        out: list[dict[str, Any]] = []
+        async for prompt in model_cls.buffer_realtime_audio(audio(), feedback, llm.model_config):
+            out.append(prompt)
+            feedback.put_nowait([7 + len(out) % 5])
+            if len(out) == steps:
+                break
+        return out
+
+    return h.run(go())
+
+
+def test_direct_step_inputs_equal_vllms_renderer(h: Harness) -> None:
+    from engine_sidecar.voxtral import chunk_render
+
+    assert h.engine._ctx.render is not None and h.engine._ctx.render.__qualname__.startswith("direct_render")
+    prompts = realtime_prompts(h, noise(3.0, seed=4), steps=30)
+    assert len(prompts) == 30 and len(prompts[0]["prompt_token_ids"]) > 1  # the prefix step is among them
+    assert h.run(chunk_render.differences(h.engine._ctx.llm, prompts)) == []
+
+    # The comparison sees a difference where there is one: a frame one sample short renders differently.
+    frame, rate = prompts[3]["multi_modal_data"]["audio"]
+    shorter = {**prompts[3], "multi_modal_data": {"audio": (frame[:-1], rate)}}
+    ours = h.run(chunk_render.direct_render(h.engine._ctx.llm)(shorter, "t"))
+    theirs = h.run(chunk_render.vllm_render(h.engine._ctx.llm)(prompts[3], ""))
+    assert chunk_render.comparable(ours) != chunk_render.comparable(theirs)
+
+
+def test_direct_and_vllm_step_inputs_give_the_same_tokens(h: Harness, make_harness: Any) -> None:
+    by_vllm = make_harness(max_model_len=1024, max_num_seqs=4, emit_empty_deltas=True, chunk_render="vllm")
+    assert by_vllm.engine._ctx.render is not None
+    assert by_vllm.engine._ctx.render.__qualname__.startswith("vllm_render")
+    pcm = noise(4.0, seed=9)
+    direct, vllm = run_one(h, pcm).token_ids, run_one(by_vllm, pcm).token_ids
+    assert direct == vllm
+    assert len(set(direct)) > 5, "a degenerate model would make this test meaningless"
