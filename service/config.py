@@ -84,7 +84,8 @@ HELP = {
     "engines": "engine sidecars to run (on the CPU: tests); sessions go to the one with most free capacity, "
                "and move to another when theirs dies (with several, --sidecar-socket S means S.0, S.1, …)",
     "gpus": "one engine per GPU, each pinned to its device (CUDA_VISIBLE_DEVICES): all (counted with "
-            "nvidia-smi -L) or ids 0,1,… (empty: no pinning)",
+            "nvidia-smi -L; if CUDA_VISIBLE_DEVICES is set, its entries) or ids 0,1,… (indices into "
+            "CUDA_VISIBLE_DEVICES if set; empty: no pinning)",
     "retry_delay_s": "RetryInfo delay sent with UNAVAILABLE",
     "max_audio_bytes_per_message": "largest audio payload in one request",
     "max_message_bytes": "transport limit on one gRPC message",

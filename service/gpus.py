@@ -2,19 +2,25 @@
 
 Each engine is a sidecar of its own, with its own socket; a pinned one sees only its GPU
 (CUDA_VISIBLE_DEVICES in its environment), so each vLLM engine lands on its own device.
+
+A service started with CUDA_VISIBLE_DEVICES already set (Kubernetes' NVIDIA device plugin, Docker `--gpus`,
+Slurm) may use only those devices, though nvidia-smi may list every GPU of the node: `all` is then its
+entries, and `--gpus 0,1` indexes into them as CUDA does (index i of the visible list).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .config import Config
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 
 class EngineLayoutError(ValueError):
@@ -30,7 +36,7 @@ class EngineSpec:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+        return {CUDA_VISIBLE_DEVICES: self.gpu} if self.gpu is not None else {}
 
 
 def nvidia_smi_gpu_count() -> int:
@@ -50,17 +56,58 @@ def nvidia_smi_gpu_count() -> int:
     return count
 
 
-def gpu_list(gpus: str, count_gpus: Callable[[], int] = nvidia_smi_gpu_count) -> tuple[str, ...]:
-    """The devices `--gpus` names: "" none, "all" every GPU nvidia-smi lists, else ids or UUIDs, comma-separated."""
+def visible_devices(environ: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The devices this process may use, as CUDA_VISIBLE_DEVICES names them (ids, UUIDs, MIG names), in order;
+    None when it is unset (every GPU of the box). As CUDA reads it, the list ends at its first empty or
+    negative entry, so "" and "-1" make no GPU visible."""
+    value = environ.get(CUDA_VISIBLE_DEVICES)
+    if value is None:
+        return None
+    visible: list[str] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry or entry.startswith("-"):
+            break
+        visible.append(entry)
+    return tuple(visible)
+
+
+def gpu_list(gpus: str, count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
+             environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The devices `--gpus` names, each as its sidecar's CUDA_VISIBLE_DEVICES: "" none; "all" every device this
+    process may use (CUDA_VISIBLE_DEVICES' entries if set, else every GPU nvidia-smi lists); else ids or UUIDs,
+    comma-separated, an id being an index into CUDA_VISIBLE_DEVICES when that is set."""
     gpus = gpus.strip()
     if not gpus:
         return ()
+    visible = visible_devices(environ)
+    allotted = f"{CUDA_VISIBLE_DEVICES}={environ.get(CUDA_VISIBLE_DEVICES)!r}"
+    if visible == ():
+        raise EngineLayoutError(f"--gpus {gpus}: {allotted} makes no GPU visible to this process")
     if gpus == "all":
-        return tuple(str(i) for i in range(count_gpus()))
+        return visible if visible is not None else tuple(str(i) for i in range(count_gpus()))
     devices = tuple(d.strip() for d in gpus.split(","))
     if any(not d for d in devices) or len(set(devices)) != len(devices):
         raise EngineLayoutError(f"--gpus {gpus!r}: give distinct device ids, comma-separated (or 'all')")
-    return devices
+    if visible is None:
+        return devices
+    pinned = tuple(_visible_device(d, visible, gpus, allotted) for d in devices)
+    if len(set(pinned)) != len(pinned):
+        raise EngineLayoutError(f"--gpus {gpus!r}: names one device twice ({allotted})")
+    return pinned
+
+
+def _visible_device(device: str, visible: tuple[str, ...], gpus: str, allotted: str) -> str:
+    """`--gpus` entry `device` under CUDA_VISIBLE_DEVICES: an index picks that visible entry (verbatim, so a UUID
+    stays one); a UUID must be one of them. Pinning a sidecar to anything else would leave this process's share."""
+    if device.isdigit():
+        if int(device) >= len(visible):
+            raise EngineLayoutError(f"--gpus {gpus!r}: device {device} is past the {len(visible)} this process may "
+                                    f"use ({allotted}; an id is an index into it, 0 to {len(visible) - 1})")
+        return visible[int(device)]
+    if device not in visible:
+        raise EngineLayoutError(f"--gpus {gpus!r}: {device} is not one of the devices this process may use "
+                                f"({allotted})")
+    return device
 
 
 def engine_socket(socket: str, index: int, count: int) -> str:
@@ -80,12 +127,13 @@ def engine_frontends(c: Config) -> int:
     return k
 
 
-def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count) -> tuple[EngineSpec, ...]:
+def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
+                 environ: Mapping[str, str] = os.environ) -> tuple[EngineSpec, ...]:
     """One spec per engine. With --gpus, one engine per device; --engines must then be 1 (its default) or
     the number of devices."""
     if c.engines < 1:
         raise EngineLayoutError(f"--engines {c.engines}: at least 1")
-    devices = gpu_list(c.gpus, count_gpus)
+    devices = gpu_list(c.gpus, count_gpus, environ)
     if devices and c.engines not in (1, len(devices)):
         raise EngineLayoutError(f"--engines {c.engines} with --gpus {c.gpus} ({len(devices)} devices): one engine "
                                 "per GPU; leave --engines out or make it the number of GPUs")

@@ -28,13 +28,14 @@ import signal
 import socket
 import sys
 import tempfile
-import time
 from collections.abc import Coroutine
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
 
 from .config import Config
 from .engine_pool import EnginePool
@@ -46,9 +47,8 @@ from .sidecar import SidecarStartError
 log = structlog.get_logger("workers")
 WORKER_MODULE = "service.worker_main"
 WORKER_START_TIMEOUT_S = 60.0
-FIRST_RESTART_DELAY_S = 0.5
-MAX_RESTART_DELAY_S = 10.0
-STABLE_RUN_S = 30.0  # a worker that ran this long before dying is restarted after the first delay again
+# A worker that ran stable_s before dying is restarted after the first delay again.
+WORKER_RESTART = BackoffPolicy(first_s=0.5, max_s=10.0, stable_s=30.0)
 STOP_MARGIN_S = 10.0  # beyond --drain-grace-s, how long a worker may take to stop before it is killed
 
 
@@ -152,21 +152,19 @@ class Workers:
 
     async def _watch(self, index: int) -> None:
         """Restart worker `index` whenever it dies, with backoff, until the parent stops."""
-        delay = FIRST_RESTART_DELAY_S
-        started = time.monotonic()
+        backoff = RestartBackoff(WORKER_RESTART)
         while not self._stopping:
             proc = self._procs[index]
             assert proc is not None
             code = await proc.wait()
             if self._stopping:
                 return
-            if time.monotonic() - started >= STABLE_RUN_S:
-                delay = FIRST_RESTART_DELAY_S
+            delay = backoff.next_delay()
             log.warning("worker_died", index=index, pid=proc.pid, returncode=code, restart_in_s=delay)
             while not self._stopping:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RESTART_DELAY_S)
-                started = time.monotonic()
+                backoff.started()
+                delay = backoff.next_delay()  # the next try's, should this one fail (doubles, as after a death)
                 try:
                     await self._spawn(index)
                     break

@@ -12,8 +12,9 @@ This process supervises them. Unlike `vllm serve`, which stops everything when o
 front end is replaced while the core and the other front ends keep serving: its sessions see an engine loss
 (the service reconnects and replays). The core sends each slot its one-time "ready" message at start-up only,
 so a replacement takes a spare slot (`frontend_spares`, bound at launch) and first aborts the requests the
-dead one left parked in the scheduler. When the core dies, or no spare slot is left, this process exits
-non-zero and the service restarts the whole sidecar, as with one front end.
+dead one left parked in the scheduler. Replacements of one front end back off (engine_api/restart_backoff.py), so one
+that dies at once again does not use up every spare in a second. When the core dies, or no spare slot is left,
+this process exits non-zero and the service restarts the whole sidecar, as with one front end.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 import structlog
+
+from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
 
 from ..engines.voxtral_engine import EXIT_ENGINE_DEAD, extension_choice
 from .frontend_client import FrontEndClient, run_frontend
@@ -39,6 +44,7 @@ log = structlog.get_logger("voxtral")
 
 SUPERVISE_TICK_S = 0.5  # how often the loop looks at the stop flag between process events
 STOP_GRACE_S = 10.0  # front ends get this long to stop their gRPC servers on SIGTERM
+FRONTEND_RESTART = BackoffPolicy(first_s=0.5, max_s=8.0, stable_s=60.0)  # between replacements of one front end
 
 
 def run_core_host(args: argparse.Namespace) -> int:
@@ -47,7 +53,8 @@ def run_core_host(args: argparse.Namespace) -> int:
 
 
 class CoreHost:
-    def __init__(self, args: argparse.Namespace, options: VoxtralOptions) -> None:
+    def __init__(self, args: argparse.Namespace, options: VoxtralOptions,
+                 restart: BackoffPolicy = FRONTEND_RESTART, clock: Callable[[], float] = time.monotonic) -> None:
         self._args = args
         self._k = options.frontends
         self._options = options
@@ -55,6 +62,10 @@ class CoreHost:
         self._next_slot = options.frontends  # the next spare slot
         self._procs: dict[int, BaseProcess] = {}  # front end index -> its process
         self._clients: dict[int, FrontEndClient] = {}
+        self._clock = clock
+        self._backoff = {i: RestartBackoff(restart, clock) for i in range(self._k)}
+        # index -> (when, spare slot, dead one's slot): a dead front end's replacement, waiting out its backoff
+        self._due: dict[int, tuple[float, int, int]] = {}
         # index -> its "serving" event, held: one dropped here is unlinked before the child can open it
         self._ready: dict[int, Any] = {}
         self._ctx = multiprocessing.get_context("spawn")  # as vLLM: the listeners' sockets travel to the child
@@ -136,8 +147,9 @@ class CoreHost:
 
     def _supervise(self) -> int:
         while not self._stop:
-            by_sentinel = {p.sentinel: i for i, p in self._procs.items()}
-            fired = wait([*by_sentinel, *self._core_sentinels()], timeout=SUPERVISE_TICK_S)
+            # A dead front end waiting for its replacement is not watched (its sentinel stays ready).
+            by_sentinel = {p.sentinel: i for i, p in self._procs.items() if i not in self._due}
+            fired = wait([*by_sentinel, *self._core_sentinels()], timeout=self._tick())
             if self._core_dead():
                 log.critical("vllm_engine_dead", exit_code=EXIT_ENGINE_DEAD,
                              action="every front end stops; the service restarts the sidecar")
@@ -145,10 +157,26 @@ class CoreHost:
             for sentinel in fired:
                 if (index := by_sentinel.get(sentinel)) is not None and not self._replace(index):  # type: ignore[arg-type]
                     return self._shutdown(EXIT_ENGINE_DEAD, kill=True)
+            self._start_due()
         return self._shutdown(0)
 
+    def _tick(self) -> float:
+        """How long to wait for a process event: a tick, or less when a replacement falls due sooner."""
+        if not self._due:
+            return SUPERVISE_TICK_S
+        return min(SUPERVISE_TICK_S, max(min(when for when, _, _ in self._due.values()) - self._clock(), 0.0))
+
+    def _start_due(self) -> None:
+        now = self._clock()
+        for index, (when, slot, orphan) in list(self._due.items()):
+            if when <= now:
+                del self._due[index]
+                self._start(index, slot=slot, orphan=orphan)
+                self._backoff[index].started()
+
     def _replace(self, index: int) -> bool:
-        """Start a replacement for a dead front end on a spare slot; False when none is left."""
+        """Schedule a replacement for a dead front end on a spare slot, after its backoff; False when no spare
+        slot is left."""
         dead = self._procs[index]
         dead.join(1)  # reap it: its exit code for the log
         old = self._clients[index]
@@ -157,9 +185,10 @@ class CoreHost:
                          action="the sidecar exits; the service restarts it")
             return False
         slot, self._next_slot = self._next_slot, self._next_slot + 1
-        log.warning("frontend_died", index=index, slot=old.slot, exit_code=dead.exitcode,
-                    action=f"replaced on spare slot {slot}; its sessions reconnect")
-        self._start(index, slot=slot, orphan=old.slot)
+        delay = self._backoff[index].next_delay()
+        log.warning("frontend_died", index=index, slot=old.slot, exit_code=dead.exitcode, restart_in_s=delay,
+                    action=f"replaced on spare slot {slot} in {delay:g} s; its sessions reconnect")
+        self._due[index] = (self._clock() + delay, slot, old.slot)
         return True
 
     # -- the engine core -------------------------------------------------------------

@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.helpers import ServerProcess, config_request, read_wav_pcm, silence, start_server, word_error_rate
 from tests.reliability.streams import Recorded, live, run_threads, speech_pattern, uncovered, write_measurement
 from voxgate_client.v1 import speech_pb2 as pb
@@ -194,15 +196,30 @@ def test_sphinx_sessions_moved_off_a_killed_engine_keep_their_whole_transcript(t
         assert server.stop() == 0
 
 
-def test_gpus_pin_one_engine_per_device(tmp_path: Path) -> None:
+def sidecar_pins(server: ServerProcess, count: int) -> dict[int, str | None]:
+    """Each engine's CUDA_VISIBLE_DEVICES, read from its sidecar's environment."""
+    seen = {}
+    for index, pid in wait_engines(server, count).items():
+        env = dict(item.split("=", 1) for item in
+                   Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+        seen[index] = env.get("CUDA_VISIBLE_DEVICES")
+    return seen
+
+
+def test_gpus_pin_one_engine_per_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the whole box: ids are the box's
     server = start_server(tmp_path, "--gpus", "3,5", engine="fake")
     try:
-        pids = wait_engines(server, 2)
-        seen = {}
-        for index, pid in pids.items():
-            env = dict(item.split("=", 1) for item in
-                       Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
-            seen[index] = env.get("CUDA_VISIBLE_DEVICES")
-        assert seen == {0: "3", 1: "5"}
+        assert sidecar_pins(server, 2) == {0: "3", 1: "5"}
+    finally:
+        assert server.stop() == 0
+
+
+def test_gpus_all_is_the_devices_the_service_was_allotted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As a device plugin or `docker --gpus` starts it: nvidia-smi (absent here) would list the whole node.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5f1c2d3e,7")
+    server = start_server(tmp_path, "--gpus", "all", engine="fake")
+    try:
+        assert sidecar_pins(server, 2) == {0: "GPU-5f1c2d3e", 1: "7"}
     finally:
         assert server.stop() == 0

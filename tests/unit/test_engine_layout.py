@@ -13,7 +13,7 @@ import pytest
 
 from service.config import Config
 from service.engine_pool import EngineLoad, EnginePool, placement_order
-from service.gpus import EngineLayoutError, engine_specs, gpu_list, nvidia_smi_gpu_count
+from service.gpus import EngineLayoutError, engine_specs, gpu_list, nvidia_smi_gpu_count, visible_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,28 +40,73 @@ def test_engines_n_each_with_its_own_socket() -> None:
 
 
 def test_gpus_pin_one_engine_each() -> None:
-    specs = engine_specs(Config(gpus="2, 5"))
+    specs = engine_specs(Config(gpus="2, 5"), environ={})
     assert [(s.index, s.env) for s in specs] == [(0, {"CUDA_VISIBLE_DEVICES": "2"}),
                                                  (1, {"CUDA_VISIBLE_DEVICES": "5"})]
-    assert len(engine_specs(Config(gpus="0,1", engines=2))) == 2  # consistent: fine
+    assert len(engine_specs(Config(gpus="0,1", engines=2), environ={})) == 2  # consistent: fine
 
 
 @pytest.mark.parametrize(("engines", "gpus"), [(3, "0,1"), (0, ""), (2, "0,0"), (1, "0,,1")])
 def test_inconsistent_layouts_are_refused(engines: int, gpus: str) -> None:
     with pytest.raises(EngineLayoutError):
-        engine_specs(Config(engines=engines, gpus=gpus))
+        engine_specs(Config(engines=engines, gpus=gpus), environ={})
 
 
 def test_gpus_all_counts_with_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", fake_nvidia_smi(tmp_path, 3))
     assert nvidia_smi_gpu_count() == 3
-    assert gpu_list("all") == ("0", "1", "2")
+    assert gpu_list("all", environ={}) == ("0", "1", "2")
     with pytest.raises(EngineLayoutError, match="--engines 2"):
-        engine_specs(Config(gpus="all", engines=2))
+        engine_specs(Config(gpus="all", engines=2), environ={})
+
+
+def no_gpu_counting() -> int:
+    raise AssertionError("with CUDA_VISIBLE_DEVICES set, nvidia-smi (every GPU of the node) is not asked")
+
+
+def test_gpus_all_is_the_devices_cuda_visible_devices_allots() -> None:
+    allotted = {"CUDA_VISIBLE_DEVICES": "GPU-5f1c,GPU-0a2b"}  # as the Kubernetes device plugin sets it
+    specs = engine_specs(Config(gpus="all"), no_gpu_counting, allotted)
+    assert [s.env for s in specs] == [{"CUDA_VISIBLE_DEVICES": "GPU-5f1c"}, {"CUDA_VISIBLE_DEVICES": "GPU-0a2b"}]
+    assert gpu_list("all", no_gpu_counting, {"CUDA_VISIBLE_DEVICES": " 5, 2 "}) == ("5", "2")  # its order
+
+
+def test_gpu_ids_index_into_cuda_visible_devices() -> None:
+    allotted = {"CUDA_VISIBLE_DEVICES": "2,5,GPU-77"}
+    assert gpu_list("1,0", no_gpu_counting, allotted) == ("5", "2")  # index i of the visible list, as in CUDA
+    assert gpu_list("2", no_gpu_counting, allotted) == ("GPU-77",)
+    assert gpu_list("GPU-77,0", no_gpu_counting, allotted) == ("GPU-77", "2")  # a visible UUID, verbatim
+    with pytest.raises(EngineLayoutError, match=r"device 3 is past the 3 .*CUDA_VISIBLE_DEVICES='2,5,GPU-77'"):
+        gpu_list("0,3", no_gpu_counting, allotted)
+    with pytest.raises(EngineLayoutError, match="GPU-99 is not one of the devices this process may use"):
+        gpu_list("GPU-99", no_gpu_counting, allotted)
+    with pytest.raises(EngineLayoutError, match="names one device twice"):
+        gpu_list("2,GPU-77", no_gpu_counting, allotted)
+
+
+@pytest.mark.parametrize("value", ["", " ", "-1", "-1,0"])
+def test_no_visible_gpu_is_a_clear_error(value: str) -> None:
+    for gpus in ("all", "0"):
+        with pytest.raises(EngineLayoutError, match="makes no GPU visible to this process"):
+            engine_specs(Config(gpus=gpus), no_gpu_counting, {"CUDA_VISIBLE_DEVICES": value})
+    # Without --gpus nothing is pinned, whatever is visible.
+    assert engine_specs(Config(), no_gpu_counting, {"CUDA_VISIBLE_DEVICES": value})[0].env == {}
+
+
+def test_cuda_visible_devices_is_read_as_cuda_reads_it() -> None:
+    assert visible_devices({}) is None  # unset: every GPU of the box
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": "0,2,-1,1"}) == ("0", "2")  # ends at an invalid entry
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": "MIG-9a,GPU-1,"}) == ("MIG-9a", "GPU-1")
+
+
+def test_the_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert [s.gpu for s in engine_specs(Config(gpus="all"), no_gpu_counting)] == ["4", "6"]
 
 
 def test_gpus_all_without_nvidia_smi_fails_clearly(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # no nvidia-smi anywhere
+    env.pop("CUDA_VISIBLE_DEVICES", None)  # set, it would be the list
     done = subprocess.run([sys.executable, "-m", "service", "serve", "--port", "0", "--gpus", "all"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
