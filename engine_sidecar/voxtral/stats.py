@@ -1,7 +1,8 @@
 """The engine's own scheduler view (running / waiting / parked requests, KV usage), as vLLM reports it.
 
 A custom vLLM stat logger keeps the latest SchedulerStats of every engine step.
-Only our logger is installed (vLLM's periodic log lines and Prometheus stay off).
+It replaces vLLM's Prometheus logger (never served by the sidecar); vLLM's periodic throughput log line
+stays (a single front end only: vLLM drops it with several).
 Parked streaming sessions (WAITING_FOR_STREAMING_REQ) count as "skipped waiting".
 """
 
@@ -25,12 +26,17 @@ class SchedulerSnapshot:
 
 
 def stat_logger_factory(snapshot: SchedulerSnapshot) -> Any:
-    """A vLLM StatLoggerFactory writing into snapshot (vLLM imported here, not at module import)."""
-    from vllm.v1.metrics.loggers import StatLoggerBase
+    """A vLLM StatLoggerFactory writing into snapshot (vLLM imported here, not at module import).
 
-    class SnapshotLogger(StatLoggerBase):
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
-            self._snap = snapshot
+    It is a PrometheusStatLogger in type only: vLLM adds its own Prometheus logger unless one is given
+    (StatLoggerManager), and that one records dozens of series per engine step, per request, into a
+    registry the sidecar never serves (about a twelfth of a front end's GIL time, profiled: docs/benchmarks.md).
+    Being one, this logger stands in for it and builds none of its metrics."""
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    class SnapshotLogger(PrometheusStatLogger):
+        def __init__(self, vllm_config: Any, engine_indexes: list[int] | None = None) -> None:
+            self._snap = snapshot  # no super().__init__: that builds the Prometheus metrics
 
         def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
                    engine_idx: int = 0) -> None:
@@ -42,6 +48,15 @@ def stat_logger_factory(snapshot: SchedulerSnapshot) -> Any:
             s.parked = scheduler_stats.num_skipped_waiting_reqs
             s.kv_cache_usage = scheduler_stats.kv_cache_usage
             s.steps += 1
+
+        def record_sleep_state(self, awake: int = 1, level: int = 0) -> None:
+            return None
+
+        def record_admission_rejection(self, reason: str) -> None:
+            return None
+
+        def log(self) -> None:
+            return None
 
         def log_engine_initialized(self) -> None:
             return None

@@ -183,3 +183,14 @@ def test_direct_and_vllm_step_inputs_give_the_same_tokens(h: Harness, make_harne
     direct, vllm = run_one(h, pcm).token_ids, run_one(by_vllm, pcm).token_ids
     assert direct == vllm
     assert len(set(direct)) > 5, "a degenerate model would make this test meaningless"
+
+
+def test_the_scheduler_snapshot_stands_in_for_vllms_unserved_prometheus_logger(h: Harness) -> None:
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    steps = h.engine.scheduler.steps
+    run_one(h, noise(1.0, seed=2))
+    assert h.engine.scheduler.steps > steps  # it still sees every engine step
+    manager = h.engine._ctx.llm.logger_manager
+    prometheus = [x for x in manager.stat_loggers if isinstance(x, PrometheusStatLogger)]
+    assert [type(x).__name__ for x in prometheus] == ["SnapshotLogger"]  # vLLM's own was not added
