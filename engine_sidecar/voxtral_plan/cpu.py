@@ -2,8 +2,9 @@
 
 Every sidecar front end and every service worker is one Python process under one GIL, so each tops out
 near one core whatever the GPU; a box needs enough of each that the CPU never binds before GPU memory.
-Per-stream costs as measured in docs/benchmarks.md (section 2, N = 10, 80 ms chunks, an interim result
-per text token): the sidecar (AsyncLLM front end + engine wrapper + gRPC) 0.24 core, the service 0.09.
+Per-stream costs as measured in docs/benchmarks.md (section 2, "Per-stream CPU, before and after": N = 8-10,
+80 ms chunks, an interim result per text token): a sidecar front end (AsyncLLM + engine wrapper + gRPC)
+13-15 millicores per stream since the direct step renderer (24 before), the service 8-9.
 A process's event loop saturates at about 0.8 of a core (section 1), so plans stop there.
 """
 
@@ -13,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-FRONT_END_MC_PER_STREAM = 24  # millicores per stream in a sidecar front end
+FRONT_END_MC_PER_STREAM = 14  # millicores per stream in a sidecar front end
 SERVICE_MC_PER_STREAM = 9  # millicores per stream in a service worker
 PROCESS_MC = 800  # what one Python process's loop sustains before it lags
 ENGINE_CORE_MC = 1000  # each engine's EngineCore process: a busy scheduling loop, about a core on a GPU box
