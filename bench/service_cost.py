@@ -69,21 +69,27 @@ class Run:
     slip_max_ms: float
     errors: int
 
+    def _per_msg_us(self, cpu_s: float) -> float:
+        return cpu_s / max(self.messages, 1) * 1e6
+
+    def _per_stream_mc(self, cpu_s: float) -> float:
+        return cpu_s / self.window_s / self.sessions * 1000
+
     @property
     def us_per_msg(self) -> float:
-        return self.service_cpu_s / max(self.messages, 1) * 1e6
+        return self._per_msg_us(self.service_cpu_s)
 
     @property
     def mc_per_stream(self) -> float:
-        return self.service_cpu_s / self.window_s / self.sessions * 1000
+        return self._per_stream_mc(self.service_cpu_s)
 
     @property
     def bench_us_per_msg(self) -> float:
-        return self.bench_cpu_s / max(self.messages, 1) * 1e6
+        return self._per_msg_us(self.bench_cpu_s)
 
     @property
     def sidecar_mc_per_stream(self) -> float:
-        return self.sidecar_cpu_s / self.window_s / self.sessions * 1000
+        return self._per_stream_mc(self.sidecar_cpu_s)
 
 
 def _cpu(server_pid: int) -> tuple[float, float, float]:

@@ -46,6 +46,7 @@ def vllm_render(llm: Any) -> Render:
 
 def direct_render(llm: Any) -> Render:
     """The same engine input, built in place: no thread pool, no HF processor."""
+    import torch
     from transformers.feature_extraction_utils import BatchFeature
     from vllm.inputs.engine import mm_input
     from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems, PlaceholderRange
@@ -58,8 +59,6 @@ def direct_render(llm: Any) -> Render:
         if rate not in (None, SAMPLE_RATE_HZ):  # vLLM would resample; the buffer never asks for it
             raise ValueError(f"a realtime frame at {rate} Hz; the direct renderer takes {SAMPLE_RATE_HZ} Hz")
         samples = np.asarray(frame, dtype=np.float32).ravel()
-        import torch
-
         kwargs = MultiModalKwargsItems.from_hf_inputs(
             BatchFeature({"audio_arrays": [torch.from_numpy(samples)]}), fields)
         engine_input = mm_input(
