@@ -88,8 +88,15 @@ from service.bench.trace import SessionSummary, SessionTrace, Thresholds, pct, s
 RESULTS_DIR = ROOT / "bench" / "results"
 # voxgate-vllm-render: voxgate with each step's engine input made by vLLM's generic renderer
 # (--engine-option chunk_render=vllm), the way every voxgate ran before the direct renderer: the "before" side.
-MODES = ("raw", "engine", "voxgate", "voxgate-vllm-render", "vllm")
-VOXGATE_MODES = {"voxgate": {}, "voxgate-vllm-render": {"chunk_render": "vllm"}}
+# voxgate-grpc: voxgate with sessions on the sidecar's gRPC Session call (--engine-transport grpc), as every
+# voxgate ran before the frames transport.
+MODES = ("raw", "engine", "voxgate", "voxgate-vllm-render", "voxgate-grpc", "vllm")
+# mode -> (engine options, service flags)
+VOXGATE_MODES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "voxgate": ({}, ()),
+    "voxgate-vllm-render": ({"chunk_render": "vllm"}, ()),
+    "voxgate-grpc": ({}, ("--engine-transport", "grpc")),
+}
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
 
@@ -162,7 +169,7 @@ def summarize_level(mode: str, n: int, repeat: int, traces: list[Trace], audio_s
         token_gap_p50_ms=ms(token_gaps, 50), token_gap_p95_ms=ms(token_gaps, 95), outputs=len(lags),
         engine_steps_per_s=None if steps_per_s is None else round(steps_per_s, 1),
         errors=sorted({s.error for s in sessions if s.error}), wall_s=round(wall_s, 1), attempt=1,
-        cpu_cores={k: round(v / wall_s, 2) for k, v in sorted(cpu_s.items())},
+        cpu_cores={k: round(v / wall_s, 3) for k, v in sorted(cpu_s.items())},
         load_avg_1m=os.getloadavg()[0], sessions=sessions)
 
 
@@ -273,10 +280,10 @@ class Voxgate:
     drives it."""
 
     def __init__(self, model: str, max_n: int, max_model_len: int, engine_options: dict[str, Any],
-                 log_path: Path) -> None:
+                 log_path: Path, flags: tuple[str, ...] = ()) -> None:
         extra = ["--max-model-len", str(max_model_len), "--max-num-seqs", str(max_n),
                  *itertools.chain.from_iterable(("--engine-option", f"{k}={json.dumps(v)}")
-                                                for k, v in engine_options.items())]
+                                                for k, v in engine_options.items()), *flags]
         self.server = ServerProc.for_engine("voxtral", model, max_n, log_path, extra)
         self.channel: Any = None
 
@@ -461,8 +468,8 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     bare = Bare(model, options, max_n) if {"raw", "engine"} & set(modes) else None
     voxes = {mode: Voxgate(model, max_n, args.max_model_len, {**args.engine_options, **extra},
-                           Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{mode}-{stamp}.log")
-             for mode, extra in VOXGATE_MODES.items() if mode in modes}
+                           Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{mode}-{stamp}.log", flags)
+             for mode, (extra, flags) in VOXGATE_MODES.items() if mode in modes}
     vllm_server = (VllmRealtime(model, max_n, args.max_model_len,
                                 Path(tempfile.gettempdir()) / f"voxgate-bench-vllm-{stamp}.log")
                    if "vllm" in modes else None)
@@ -515,7 +522,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
         held = {m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0)
                 for m in modes}
         row: dict[str, Any] = {"repeat": repeat, "max_sessions_held": held}
-        for base in ("engine", "raw", "vllm", "voxgate-vllm-render"):
+        for base in ("engine", "raw", "vllm", "voxgate-vllm-render", "voxgate-grpc"):
             if "voxgate" in held and base in held and held[base]:
                 row[f"ratio_voxgate_over_{base}"] = round(held["voxgate"] / held[base], 3)
         summary.append(row)

@@ -21,11 +21,13 @@ from pathlib import Path
 import grpc
 import structlog
 
+from engine_api.frames import frames_socket
 from engine_api.sockets import private_umask
 from engine_api.v1 import engine_pb2_grpc
 
 from .engine import Engine
 from .engines import ENGINE_NAMES, create_engine
+from .frames import FramesServer
 from .servicer import EngineServicer
 
 PR_SET_PDEATHSIG = 1
@@ -76,8 +78,15 @@ async def serve(args: argparse.Namespace, engine: Engine | None = None,
     # A small, fixed HTTP/2 window (no BDP growth): audio queued for the engine stays
     # bounded (~2 s per session) and the service's backpressure reaches the client.
     server = grpc.aio.server(options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65536)])
-    engine_pb2_grpc.add_EngineServicer_to_server(EngineServicer(engine), server)
+    servicer = EngineServicer(engine)
+    engine_pb2_grpc.add_EngineServicer_to_server(servicer, server)
+    # The same sessions over length-prefixed messages (engine_api/frames.py), bound before the gRPC socket so
+    # that a service which sees the gRPC socket finds this one too.
+    frames = FramesServer(servicer)
+    frames_path = frames_socket(socket_path)
     with private_umask():
+        if await frames.start(frames_path):
+            os.chmod(frames_path, 0o600)
         server.add_insecure_port(f"unix:{socket_path}")
         await server.start()
     os.chmod(socket_path, 0o600)
@@ -92,7 +101,7 @@ async def serve(args: argparse.Namespace, engine: Engine | None = None,
     log.info("sidecar_ready", engine=engine.info.name, model=engine.info.model, socket=str(socket_path))
     await stop.wait()
     log.info("sidecar_stopping")
-    await server.stop(grace=2.0)
+    await asyncio.gather(frames.stop(grace_s=2.0), server.stop(grace=2.0))
     await engine.shutdown()
     return 0
 

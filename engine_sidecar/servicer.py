@@ -1,10 +1,15 @@
-"""The sidecar's gRPC face: one Session stream per client session, and a status call."""
+"""The sidecar's face: one Session stream per client session, and a status call.
+
+A session runs the same on either transport (`run_session`): the gRPC Session call here, or a connection to
+the frames socket (frames.py). How it ends early is a `SessionEnded`, which each transport reports its way.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import grpc
 import structlog
@@ -31,16 +36,23 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
     async def Session(
         self, request_iterator: AsyncIterator[pb.SessionInput], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SessionOutput]:
-        first = await anext(aiter(request_iterator), None)
+        try:
+            async with contextlib.aclosing(self.run_session(request_iterator)) as outputs:
+                async for out in outputs:
+                    yield out
+        except SessionEnded as end:
+            await context.abort(getattr(grpc.StatusCode, end.code), end.details)
+
+    async def run_session(self, requests: AsyncIterator[pb.SessionInput]) -> AsyncGenerator[pb.SessionOutput, None]:
+        """One engine session driven by `requests`: Opened, then its outputs. Raises SessionEnded when refused
+        or when the engine failed it; whoever stops iterating (a cancel, a hang-up) aborts it."""
+        first = await anext(aiter(requests), None)
         if first is None or first.WhichOneof("input") != "open":
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "first message must be open")
-            return
+            raise SessionEnded("FAILED_PRECONDITION", "first message must be open")
         if self._active >= self._engine.info.max_sessions:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "engine is at max_sessions")
-            return
+            raise SessionEnded("RESOURCE_EXHAUSTED", "engine is at max_sessions")
         if not (status := self._engine.status()).admitting:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, status.refusal or "engine is not admitting")
-            return
+            raise SessionEnded("RESOURCE_EXHAUSTED", status.refusal or "engine is not admitting")
         # The slot is taken here and given back in the finally below, on every path: a cancel or an error
         # while the engine opens the session included (the one place `_active` changes).
         self._active += 1
@@ -54,14 +66,14 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
             finally:
                 self._opening -= 1
             log.info("session_opened", session_id=first.open.session_id)
-            feeder = asyncio.create_task(self._feed(request_iterator, session))
+            feeder = asyncio.create_task(self._feed(requests, session))
             yield opened_to_proto(self._engine.info)
             async for out in session.outputs():
                 yield output_to_proto(out)
             error = await feeder
             if error is not None:
                 # ABORTED (not INTERNAL, which transports also produce) = "the engine failed this session".
-                await context.abort(grpc.StatusCode.ABORTED, f"engine error: {error}")
+                raise SessionEnded("ABORTED", f"engine error: {error}")
             finished = True
         finally:
             self._active -= 1
@@ -95,3 +107,12 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                 return
         # The service went away without closing: drop the session.
         await session.abort()
+
+
+class SessionEnded(Exception):
+    """A session ends early: `code` is the gRPC status code's name the Session call ends with."""
+
+    def __init__(self, code: str, details: str) -> None:
+        super().__init__(f"{code}: {details}")
+        self.code = code
+        self.details = details

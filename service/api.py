@@ -24,8 +24,8 @@ from .events import ClientInput, EndReason, SessionOutput
 from .peers import ResumeRelay
 from .security import Tenant, current_tenant
 from .session.channels import AnySession, new_session
-from .session.engine_link import SidecarEngines
 from .session.engine_source import EngineSource
+from .session.sidecar_engines import SidecarEngines
 from .session_config import MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
 
 log = structlog.get_logger("api")
@@ -37,7 +37,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._config = config
         self._relay = relay  # one of several workers: resumes of the others' sessions go to their owner
         self._pool = pool
-        self._engines: EngineSource = SidecarEngines(pool)
+        self._engines: EngineSource = SidecarEngines(pool, config.engine_transport)
         self._clock = clock
         self._sessions: dict[str, AnySession] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end

@@ -22,6 +22,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 
 import structlog
 
@@ -171,6 +172,9 @@ class EnginePool:
 
     def _index(self, stub: engine_pb2_grpc.EngineStub) -> int | None:
         return next((n for n, e in enumerate(self.engines) if e.stub is stub), None)
+
+    def frames_socket(self, stub: engine_pb2_grpc.EngineStub) -> Path | None:
+        return self.engines[n].frames_socket if (n := self._index(stub)) is not None else None
 
     def place(self, stub: engine_pb2_grpc.EngineStub, link: EngineLink) -> None:
         if (n := self._index(stub)) is not None:

@@ -7,6 +7,7 @@ changes it per server). The README's "Tuning: flow-control limits" table is gene
 
 from __future__ import annotations
 
+from engine_api import frames
 from engine_api.audio import CHUNK_MS
 from engine_api.limits import Limit, Unit
 
@@ -28,17 +29,22 @@ TRANSPORT_WINDOW = Limit("unread client audio in the transport", 65536, Unit.BYT
 # Service → engine: audio waiting for the engine, and kept for a replay.
 ENGINE_QUEUE = Limit("audio waiting for the engine", 64 * CHUNK_MS, Unit.AUDIO_MS, "per session",
                      "the service stops reading the client; HTTP/2 flow control holds it (backpressure)")
+ENGINE_IN_FLIGHT = Limit("audio in flight to the sidecar (frames transport)", frames.IN_FLIGHT_BYTES, Unit.BYTES,
+                         "per engine stream", "the service's write waits and its engine queue fills "
+                         "(backpressure), as the gRPC transport's fixed window does", "")
 REPLAY = Limit("audio kept for a replay after a seam", 30000, Unit.AUDIO_MS, "per session",
                "the oldest is dropped: a fresh engine session gets only the newest this much",
                flag("max_replay_ms"))
 # Engine → service → client: outputs and responses.
 ENGINE_OUTPUTS = Limit("engine outputs read from the sidecar", 64, Unit.MESSAGES, "per engine stream",
-                       "the service stops reading the sidecar's stream; gRPC flow control holds the engine")
+                       "the service stops reading the sidecar's stream; the transport's flow control (gRPC's "
+                       "window, the frames socket's buffers) holds the engine")
 RESPONSES_RETAINED = Limit("delivered responses kept for a resume", 512, Unit.MESSAGES, "per session",
                            "the oldest delivered is dropped: a resume gets the responses still held "
                            "(undelivered ones are never dropped; interims and FlowStatus coalesce)")
 
-LIMITS: tuple[Limit, ...] = (MESSAGE, AUDIO_MESSAGE, TRANSPORT_WINDOW, ENGINE_QUEUE, REPLAY, ENGINE_OUTPUTS,
+LIMITS: tuple[Limit, ...] = (MESSAGE, AUDIO_MESSAGE, TRANSPORT_WINDOW, ENGINE_QUEUE, ENGINE_IN_FLIGHT, REPLAY,
+                             ENGINE_OUTPUTS,
                              RESPONSES_RETAINED)
 
 ENGINE_QUEUE_CHUNKS = ENGINE_QUEUE.value // CHUNK_MS  # the queue's maxsize: it holds 80 ms chunks

@@ -31,6 +31,8 @@ from typing import Any
 import grpc
 import structlog
 
+from engine_api.frames import frames_socket
+from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
 from engine_api.status import EngineStatus
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
 from engine_api.wire import status_from_proto
@@ -44,6 +46,8 @@ log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
 FAILED_CHECKS_BEFORE_RESTART = 3
 STALE_STUB_GRACE_S = 1.0
+RESTART_MAX_S = 10.0  # the longest wait between restarts of a sidecar that keeps dying
+RESTART_STABLE_S = 60.0  # a sidecar up this long is restarted after the first delay again
 EXIT_POLL_S = 0.05
 SIDECAR_MODULE = "engine_sidecar"  # run as `python -m engine_sidecar`: the sidecar never loads the service
 
@@ -94,16 +98,37 @@ class SidecarSupervisor:
         self._ready_event = asyncio.Event()
         self._down_event = asyncio.Event()
         self.restarts = 0
+        first = config.sidecar_restart_backoff_s
+        # A sidecar that dies soon after each start (a bad environment, a model that cannot load) is restarted
+        # less and less often; one that ran a minute is restarted after the first delay again.
+        self._restart_backoff = RestartBackoff(BackoffPolicy(first_s=first, max_s=max(RESTART_MAX_S, first),
+                                                             stable_s=RESTART_STABLE_S))
         self._attached_before = False
         self._frontend_away = False  # front end 0 of several is being replaced by the sidecar (not ready meanwhile)
         self._stopping = False
         self._check_now = asyncio.Event()
+        self._frames_refused = False  # its frames socket was refused once (logged once)
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def socket(self) -> Path:
         """The socket it serves on (front end 0's, for a sidecar with several front ends)."""
         return self._socket
+
+    @property
+    def frames_socket(self) -> Path | None:
+        """Its sidecar's frames socket (engine_api/frames.py) when it serves one of ours; else None: gRPC."""
+        path = frames_socket(self._socket)
+        try:
+            check_private_socket(path)
+        except FileNotFoundError:
+            return None  # a sidecar older than the frames socket, or one whose path is too long for it
+        except (OSError, SidecarStartError) as exc:
+            if not self._frames_refused:
+                self._frames_refused = True
+                self._log.warning("frames_socket_refused", error=str(exc), action="sessions use gRPC")
+            return None
+        return path
 
     @property
     def pid(self) -> int | None:
@@ -155,6 +180,7 @@ class SidecarSupervisor:
             raise
         self._log.info("sidecar_ready", pid=self._proc.pid, engine=status.engine, model=status.model)
         self._frontend_away = False  # a new process: its front end 0 is there
+        self._restart_backoff.started()
         self._take_status(status)
         self._set_ready(True)
 
@@ -223,8 +249,9 @@ class SidecarSupervisor:
             await self._restart()
 
     async def _restart(self) -> None:
-        delay = self._config.sidecar_restart_backoff_s
         while not self._stopping:
+            delay = self._restart_backoff.next_delay()
+            self._log.info("sidecar_restart_in", delay_s=delay)
             await asyncio.sleep(delay)
             self.restarts += 1
             metrics.SIDECAR_RESTARTS.inc()
@@ -233,7 +260,6 @@ class SidecarSupervisor:
                 return
             except (SidecarStartError, OSError, grpc.RpcError) as exc:
                 self._log.error("sidecar_restart_failed", error=str(exc))
-                delay = min(delay * 2, 10.0)
 
     async def _follow_external(self) -> None:
         """Attach to a sidecar someone else runs; when it goes away, wait for the next one."""

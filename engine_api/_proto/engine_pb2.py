@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1evoxgate/engine/v1/engine.proto\x12\x11voxgate.engine.v1\"\xc6\x01\n\x0cSessionInput\x12\'\n\x04open\x18\x01 \x01(\x0b\x32\x17.voxgate.engine.v1.OpenH\x00\x12.\n\x05\x61udio\x18\x02 \x01(\x0b\x32\x1d.voxgate.engine.v1.AudioChunkH\x00\x12)\n\x05\x66lush\x18\x03 \x01(\x0b\x32\x18.voxgate.engine.v1.FlushH\x00\x12)\n\x05\x63lose\x18\x04 \x01(\x0b\x32\x18.voxgate.engine.v1.CloseH\x00\x42\x07\n\x05input\"I\n\x04Open\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlanguage_code\x18\x02 \x01(\t\x12\x16\n\x0esample_rate_hz\x18\x03 \x01(\x05\"+\n\nAudioChunk\x12\r\n\x05pcm16\x18\x01 \x01(\x0c\x12\x0e\n\x06speech\x18\x02 \x01(\x08\"\x17\n\x05\x46lush\x12\x0e\n\x06marker\x18\x01 \x01(\x04\"\x07\n\x05\x43lose\"\xe8\x02\n\rSessionOutput\x12+\n\x06opened\x18\x01 \x01(\x0b\x32\x19.voxgate.engine.v1.OpenedH\x00\x12-\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32\x1c.voxgate.engine.v1.TextDeltaH\x00\x12-\n\x07\x66lushed\x18\x03 \x01(\x0b\x32\x1a.voxgate.engine.v1.FlushedH\x00\x12\x33\n\ndiagnostic\x18\x04 \x01(\x0b\x32\x1d.voxgate.engine.v1.DiagnosticH\x00\x12+\n\x06\x63losed\x18\x05 \x01(\x0b\x32\x19.voxgate.engine.v1.ClosedH\x00\x12/\n\x08progress\x18\x06 \x01(\x0b\x32\x1b.voxgate.engine.v1.ProgressH\x00\x12/\n\x08revision\x18\x07 \x01(\x0b\x32\x1b.voxgate.engine.v1.RevisionH\x00\x42\x08\n\x06output\"\xa9\x01\n\x06Opened\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08\x66rame_ms\x18\x03 \x01(\x05\x12\x1e\n\x16transcription_delay_ms\x18\x04 \x01(\x05\x12\x15\n\rposition_mode\x18\x05 \x01(\t\x12\x1c\n\x14position_mode_reason\x18\x06 \x01(\t\x12\x19\n\x11interim_stability\x18\x07 \x01(\t\"N\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12\x11\n\ttoken_ids\x18\x04 \x03(\x05\"8\n\x08Revision\x12,\n\x06\x64\x65ltas\x18\x01 \x03(\x0b\x32\x1c.voxgate.engine.v1.TextDelta\"+\n\x07\x46lushed\x12\x0e\n\x06marker\x18\x01 \x01(\x04\x12\x10\n\x08\x61udio_ms\x18\x02 \x01(\x03\"]\n\nDiagnostic\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.voxgate.engine.v1.DiagnosticKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x61t_ms\x18\x03 \x01(\x03\"\x1a\n\x06\x43losed\x12\x10\n\x08\x61udio_ms\x18\x01 \x01(\x03\"\x1c\n\x08Progress\x12\x10\n\x08\x61udio_ms\x18\x01 \x01(\x03\"\x12\n\x10GetStatusRequest\"\xa2\x04\n\x11GetStatusResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x12\x0e\n\x06\x65ngine\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x14\n\x0cmax_sessions\x18\x04 \x01(\x05\x12\x17\n\x0f\x61\x63tive_sessions\x18\x05 \x01(\x05\x12\x11\n\tlanguages\x18\x06 \x03(\t\x12\x44\n\x08\x63ounters\x18\x07 \x03(\x0b\x32\x32.voxgate.engine.v1.GetStatusResponse.CountersEntry\x12\x0b\n\x03pid\x18\x08 \x01(\x05\x12\x30\n\x08sessions\x18\t \x03(\x0b\x32\x1e.voxgate.engine.v1.SessionStat\x12\x15\n\rposition_mode\x18\n \x01(\t\x12\x1c\n\x14position_mode_reason\x18\x0b \x01(\t\x12<\n\x10position_runtime\x18\x0c \x01(\x0b\x32\".voxgate.engine.v1.PositionRuntime\x12\x19\n\x11interim_stability\x18\r \x01(\t\x12\x18\n\x10opening_sessions\x18\x0e \x01(\x05\x12\x16\n\tadmitting\x18\x0f \x01(\x08H\x00\x88\x01\x01\x12\x19\n\x11\x61\x64mission_refusal\x18\x10 \x01(\t\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x42\x0c\n\n_admitting\"\x8f\x01\n\x0fPositionRuntime\x12\x14\n\x0cmodel_runner\x18\x01 \x01(\t\x12\x18\n\x10\x61sync_scheduling\x18\x02 \x01(\x08\x12\x16\n\x0ekv_cache_dtype\x18\x03 \x01(\t\x12\x34\n\tkv_groups\x18\x04 \x03(\x0b\x32!.voxgate.engine.v1.KvGroupRuntime\"\x80\x01\n\x0eKvGroupRuntime\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nblock_size\x18\x02 \x01(\x05\x12\x0e\n\x06window\x18\x03 \x01(\x05\x12\x19\n\x11\x61ttention_backend\x18\x04 \x01(\t\x12\x12\n\nkey_layout\x18\x05 \x01(\t\x12\r\n\x05\x64type\x18\x06 \x01(\t\"l\n\x0bSessionStat\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08\x61udio_ms\x18\x02 \x01(\x03\x12\x11\n\treanchors\x18\x03 \x01(\x05\x12\r\n\x05\x63lock\x18\x04 \x01(\x03\x12\x15\n\rposition_mode\x18\x05 \x01(\t*\xf6\x01\n\x0e\x44iagnosticKind\x12\x1f\n\x1b\x44IAGNOSTIC_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44IAGNOSTIC_KIND_WARNING\x10\x01\x12\x1c\n\x18\x44IAGNOSTIC_KIND_ROLLOVER\x10\x02\x12\x1c\n\x18\x44IAGNOSTIC_KIND_REANCHOR\x10\x03\x12 \n\x1c\x44IAGNOSTIC_KIND_RUT_RECOVERY\x10\x04\x12#\n\x1f\x44IAGNOSTIC_KIND_FREEZE_RECOVERY\x10\x05\x12#\n\x1f\x44IAGNOSTIC_KIND_REANCHOR_FAILED\x10\x06\x32\xb2\x01\n\x06\x45ngine\x12P\n\x07Session\x12\x1f.voxgate.engine.v1.SessionInput\x1a .voxgate.engine.v1.SessionOutput(\x01\x30\x01\x12V\n\tGetStatus\x12#.voxgate.engine.v1.GetStatusRequest\x1a$.voxgate.engine.v1.GetStatusResponseB(Z&voxgate.dev/internal/enginev1;enginev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1evoxgate/engine/v1/engine.proto\x12\x11voxgate.engine.v1\"\xc6\x01\n\x0cSessionInput\x12\'\n\x04open\x18\x01 \x01(\x0b\x32\x17.voxgate.engine.v1.OpenH\x00\x12.\n\x05\x61udio\x18\x02 \x01(\x0b\x32\x1d.voxgate.engine.v1.AudioChunkH\x00\x12)\n\x05\x66lush\x18\x03 \x01(\x0b\x32\x18.voxgate.engine.v1.FlushH\x00\x12)\n\x05\x63lose\x18\x04 \x01(\x0b\x32\x18.voxgate.engine.v1.CloseH\x00\x42\x07\n\x05input\"I\n\x04Open\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rlanguage_code\x18\x02 \x01(\t\x12\x16\n\x0esample_rate_hz\x18\x03 \x01(\x05\"+\n\nAudioChunk\x12\r\n\x05pcm16\x18\x01 \x01(\x0c\x12\x0e\n\x06speech\x18\x02 \x01(\x08\"\x17\n\x05\x46lush\x12\x0e\n\x06marker\x18\x01 \x01(\x04\"\x07\n\x05\x43lose\"\x93\x03\n\rSessionOutput\x12+\n\x06opened\x18\x01 \x01(\x0b\x32\x19.voxgate.engine.v1.OpenedH\x00\x12-\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32\x1c.voxgate.engine.v1.TextDeltaH\x00\x12-\n\x07\x66lushed\x18\x03 \x01(\x0b\x32\x1a.voxgate.engine.v1.FlushedH\x00\x12\x33\n\ndiagnostic\x18\x04 \x01(\x0b\x32\x1d.voxgate.engine.v1.DiagnosticH\x00\x12+\n\x06\x63losed\x18\x05 \x01(\x0b\x32\x19.voxgate.engine.v1.ClosedH\x00\x12/\n\x08progress\x18\x06 \x01(\x0b\x32\x1b.voxgate.engine.v1.ProgressH\x00\x12/\n\x08revision\x18\x07 \x01(\x0b\x32\x1b.voxgate.engine.v1.RevisionH\x00\x12)\n\x05\x65nded\x18\x08 \x01(\x0b\x32\x18.voxgate.engine.v1.EndedH\x00\x42\x08\n\x06output\"&\n\x05\x45nded\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x02 \x01(\t\"\xa9\x01\n\x06Opened\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08\x66rame_ms\x18\x03 \x01(\x05\x12\x1e\n\x16transcription_delay_ms\x18\x04 \x01(\x05\x12\x15\n\rposition_mode\x18\x05 \x01(\t\x12\x1c\n\x14position_mode_reason\x18\x06 \x01(\t\x12\x19\n\x11interim_stability\x18\x07 \x01(\t\"N\n\tTextDelta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08start_ms\x18\x02 \x01(\x03\x12\x0e\n\x06\x65nd_ms\x18\x03 \x01(\x03\x12\x11\n\ttoken_ids\x18\x04 \x03(\x05\"8\n\x08Revision\x12,\n\x06\x64\x65ltas\x18\x01 \x03(\x0b\x32\x1c.voxgate.engine.v1.TextDelta\"+\n\x07\x46lushed\x12\x0e\n\x06marker\x18\x01 \x01(\x04\x12\x10\n\x08\x61udio_ms\x18\x02 \x01(\x03\"]\n\nDiagnostic\x12/\n\x04kind\x18\x01 \x01(\x0e\x32!.voxgate.engine.v1.DiagnosticKind\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x61t_ms\x18\x03 \x01(\x03\"\x1a\n\x06\x43losed\x12\x10\n\x08\x61udio_ms\x18\x01 \x01(\x03\"\x1c\n\x08Progress\x12\x10\n\x08\x61udio_ms\x18\x01 \x01(\x03\"\x12\n\x10GetStatusRequest\"\xa2\x04\n\x11GetStatusResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x12\x0e\n\x06\x65ngine\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x14\n\x0cmax_sessions\x18\x04 \x01(\x05\x12\x17\n\x0f\x61\x63tive_sessions\x18\x05 \x01(\x05\x12\x11\n\tlanguages\x18\x06 \x03(\t\x12\x44\n\x08\x63ounters\x18\x07 \x03(\x0b\x32\x32.voxgate.engine.v1.GetStatusResponse.CountersEntry\x12\x0b\n\x03pid\x18\x08 \x01(\x05\x12\x30\n\x08sessions\x18\t \x03(\x0b\x32\x1e.voxgate.engine.v1.SessionStat\x12\x15\n\rposition_mode\x18\n \x01(\t\x12\x1c\n\x14position_mode_reason\x18\x0b \x01(\t\x12<\n\x10position_runtime\x18\x0c \x01(\x0b\x32\".voxgate.engine.v1.PositionRuntime\x12\x19\n\x11interim_stability\x18\r \x01(\t\x12\x18\n\x10opening_sessions\x18\x0e \x01(\x05\x12\x16\n\tadmitting\x18\x0f \x01(\x08H\x00\x88\x01\x01\x12\x19\n\x11\x61\x64mission_refusal\x18\x10 \x01(\t\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x42\x0c\n\n_admitting\"\x8f\x01\n\x0fPositionRuntime\x12\x14\n\x0cmodel_runner\x18\x01 \x01(\t\x12\x18\n\x10\x61sync_scheduling\x18\x02 \x01(\x08\x12\x16\n\x0ekv_cache_dtype\x18\x03 \x01(\t\x12\x34\n\tkv_groups\x18\x04 \x03(\x0b\x32!.voxgate.engine.v1.KvGroupRuntime\"\x80\x01\n\x0eKvGroupRuntime\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nblock_size\x18\x02 \x01(\x05\x12\x0e\n\x06window\x18\x03 \x01(\x05\x12\x19\n\x11\x61ttention_backend\x18\x04 \x01(\t\x12\x12\n\nkey_layout\x18\x05 \x01(\t\x12\r\n\x05\x64type\x18\x06 \x01(\t\"l\n\x0bSessionStat\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08\x61udio_ms\x18\x02 \x01(\x03\x12\x11\n\treanchors\x18\x03 \x01(\x05\x12\r\n\x05\x63lock\x18\x04 \x01(\x03\x12\x15\n\rposition_mode\x18\x05 \x01(\t*\xf6\x01\n\x0e\x44iagnosticKind\x12\x1f\n\x1b\x44IAGNOSTIC_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x44IAGNOSTIC_KIND_WARNING\x10\x01\x12\x1c\n\x18\x44IAGNOSTIC_KIND_ROLLOVER\x10\x02\x12\x1c\n\x18\x44IAGNOSTIC_KIND_REANCHOR\x10\x03\x12 \n\x1c\x44IAGNOSTIC_KIND_RUT_RECOVERY\x10\x04\x12#\n\x1f\x44IAGNOSTIC_KIND_FREEZE_RECOVERY\x10\x05\x12#\n\x1f\x44IAGNOSTIC_KIND_REANCHOR_FAILED\x10\x06\x32\xb2\x01\n\x06\x45ngine\x12P\n\x07Session\x12\x1f.voxgate.engine.v1.SessionInput\x1a .voxgate.engine.v1.SessionOutput(\x01\x30\x01\x12V\n\tGetStatus\x12#.voxgate.engine.v1.GetStatusRequest\x1a$.voxgate.engine.v1.GetStatusResponseB(Z&voxgate.dev/internal/enginev1;enginev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z&voxgate.dev/internal/enginev1;enginev1'
   _globals['_GETSTATUSRESPONSE_COUNTERSENTRY']._loaded_options = None
   _globals['_GETSTATUSRESPONSE_COUNTERSENTRY']._serialized_options = b'8\001'
-  _globals['_DIAGNOSTICKIND']._serialized_start=2236
-  _globals['_DIAGNOSTICKIND']._serialized_end=2482
+  _globals['_DIAGNOSTICKIND']._serialized_start=2319
+  _globals['_DIAGNOSTICKIND']._serialized_end=2565
   _globals['_SESSIONINPUT']._serialized_start=54
   _globals['_SESSIONINPUT']._serialized_end=252
   _globals['_OPEN']._serialized_start=254
@@ -48,33 +48,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLOSE']._serialized_start=399
   _globals['_CLOSE']._serialized_end=406
   _globals['_SESSIONOUTPUT']._serialized_start=409
-  _globals['_SESSIONOUTPUT']._serialized_end=769
-  _globals['_OPENED']._serialized_start=772
-  _globals['_OPENED']._serialized_end=941
-  _globals['_TEXTDELTA']._serialized_start=943
-  _globals['_TEXTDELTA']._serialized_end=1021
-  _globals['_REVISION']._serialized_start=1023
-  _globals['_REVISION']._serialized_end=1079
-  _globals['_FLUSHED']._serialized_start=1081
-  _globals['_FLUSHED']._serialized_end=1124
-  _globals['_DIAGNOSTIC']._serialized_start=1126
-  _globals['_DIAGNOSTIC']._serialized_end=1219
-  _globals['_CLOSED']._serialized_start=1221
-  _globals['_CLOSED']._serialized_end=1247
-  _globals['_PROGRESS']._serialized_start=1249
-  _globals['_PROGRESS']._serialized_end=1277
-  _globals['_GETSTATUSREQUEST']._serialized_start=1279
-  _globals['_GETSTATUSREQUEST']._serialized_end=1297
-  _globals['_GETSTATUSRESPONSE']._serialized_start=1300
-  _globals['_GETSTATUSRESPONSE']._serialized_end=1846
-  _globals['_GETSTATUSRESPONSE_COUNTERSENTRY']._serialized_start=1785
-  _globals['_GETSTATUSRESPONSE_COUNTERSENTRY']._serialized_end=1832
-  _globals['_POSITIONRUNTIME']._serialized_start=1849
-  _globals['_POSITIONRUNTIME']._serialized_end=1992
-  _globals['_KVGROUPRUNTIME']._serialized_start=1995
-  _globals['_KVGROUPRUNTIME']._serialized_end=2123
-  _globals['_SESSIONSTAT']._serialized_start=2125
-  _globals['_SESSIONSTAT']._serialized_end=2233
-  _globals['_ENGINE']._serialized_start=2485
-  _globals['_ENGINE']._serialized_end=2663
+  _globals['_SESSIONOUTPUT']._serialized_end=812
+  _globals['_ENDED']._serialized_start=814
+  _globals['_ENDED']._serialized_end=852
+  _globals['_OPENED']._serialized_start=855
+  _globals['_OPENED']._serialized_end=1024
+  _globals['_TEXTDELTA']._serialized_start=1026
+  _globals['_TEXTDELTA']._serialized_end=1104
+  _globals['_REVISION']._serialized_start=1106
+  _globals['_REVISION']._serialized_end=1162
+  _globals['_FLUSHED']._serialized_start=1164
+  _globals['_FLUSHED']._serialized_end=1207
+  _globals['_DIAGNOSTIC']._serialized_start=1209
+  _globals['_DIAGNOSTIC']._serialized_end=1302
+  _globals['_CLOSED']._serialized_start=1304
+  _globals['_CLOSED']._serialized_end=1330
+  _globals['_PROGRESS']._serialized_start=1332
+  _globals['_PROGRESS']._serialized_end=1360
+  _globals['_GETSTATUSREQUEST']._serialized_start=1362
+  _globals['_GETSTATUSREQUEST']._serialized_end=1380
+  _globals['_GETSTATUSRESPONSE']._serialized_start=1383
+  _globals['_GETSTATUSRESPONSE']._serialized_end=1929
+  _globals['_GETSTATUSRESPONSE_COUNTERSENTRY']._serialized_start=1868
+  _globals['_GETSTATUSRESPONSE_COUNTERSENTRY']._serialized_end=1915
+  _globals['_POSITIONRUNTIME']._serialized_start=1932
+  _globals['_POSITIONRUNTIME']._serialized_end=2075
+  _globals['_KVGROUPRUNTIME']._serialized_start=2078
+  _globals['_KVGROUPRUNTIME']._serialized_end=2206
+  _globals['_SESSIONSTAT']._serialized_start=2208
+  _globals['_SESSIONSTAT']._serialized_end=2316
+  _globals['_ENGINE']._serialized_start=2568
+  _globals['_ENGINE']._serialized_end=2746
 # @@protoc_insertion_point(module_scope)

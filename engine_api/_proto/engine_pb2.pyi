@@ -5,7 +5,9 @@ isort:skip_file
 Internal API between the voxgate service and its engine sidecar, over a
 Unix socket. Not a public contract: it changes with the service.
 
-One bidirectional Session stream per client session. Audio goes in as
+One bidirectional Session stream per client session: the gRPC Session call, or (the default between
+processes of one host) one connection to the sidecar's frames socket carrying the same messages, each
+framed by a 4-byte little-endian length (engine_api/frames.py). Audio goes in as
 16 kHz mono PCM16 chunks, each flagged with the service's VAD decision.
 Text comes out as append-only deltas stamped with the audio time they
 belong to, so the service can build words, interim and final results.
@@ -193,6 +195,7 @@ class SessionOutput(_message.Message):
     CLOSED_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
+    ENDED_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def opened(self) -> Global___Opened: ...
     @_builtins.property
@@ -207,6 +210,12 @@ class SessionOutput(_message.Message):
     def progress(self) -> Global___Progress: ...
     @_builtins.property
     def revision(self) -> Global___Revision: ...
+    @_builtins.property
+    def ended(self) -> Global___Ended:
+        """The frames transport's last message: how the stream ended, as the Session call's status would
+        say it. Never sent on gRPC.
+        """
+
     def __init__(
         self,
         *,
@@ -217,16 +226,42 @@ class SessionOutput(_message.Message):
         closed: Global___Closed | None = ...,
         progress: Global___Progress | None = ...,
         revision: Global___Revision | None = ...,
+        ended: Global___Ended | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress", "revision", b"revision"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "ended", b"ended", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress", "revision", b"revision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress", "revision", b"revision"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["closed", b"closed", "delta", b"delta", "diagnostic", b"diagnostic", "ended", b"ended", "flushed", b"flushed", "opened", b"opened", "output", b"output", "progress", b"progress", "revision", b"revision"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_output: _TypeAlias = _typing.Literal["opened", "delta", "flushed", "diagnostic", "closed", "progress", "revision"]  # noqa: Y015
+    _WhichOneofReturnType_output: _TypeAlias = _typing.Literal["opened", "delta", "flushed", "diagnostic", "closed", "progress", "revision", "ended"]  # noqa: Y015
     _WhichOneofArgType_output: _TypeAlias = _typing.Literal["output", b"output"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_output) -> _WhichOneofReturnType_output | None: ...
 
 Global___SessionOutput: _TypeAlias = SessionOutput  # noqa: Y015
+
+@_typing.final
+class Ended(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """A gRPC status code name: "OK", "ABORTED" (the engine failed this session), "RESOURCE_EXHAUSTED"
+    (refused: no room), "FAILED_PRECONDITION" (the first message was not Open), ...
+    """
+    details: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        details: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "details", b"details"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Ended: _TypeAlias = Ended  # noqa: Y015
 
 @_typing.final
 class Opened(_message.Message):

@@ -104,6 +104,24 @@ def test_sessions_are_refused_with_retry_while_the_engine_is_down(tmp_path: Path
         server.stop()
 
 
+def test_a_sidecar_that_keeps_dying_is_restarted_less_and_less_often(tmp_path: Path) -> None:
+    """A sidecar killed right after each start waits 0.2, 0.4, 0.8 s for its restarts (doubling to 10 s; back to
+    the first delay after a minute up: engine_api/restart_backoff.py), not 0.2 s forever."""
+    server = start_server(tmp_path, "--sidecar-restart-backoff-s", "0.2", "--sidecar-health-interval-s", "0.2",
+                          engine="fake")
+    try:
+        for _ in range(3):
+            server.wait_health(serving=True, timeout_s=30)
+            os.kill(server.sidecar_pid(), signal.SIGKILL)
+            server.wait_health(serving=False, timeout_s=10)
+        server.wait_health(serving=True, timeout_s=30)
+        delays = [json.loads(line)["delay_s"] for line in server.log().splitlines()
+                  if '"sidecar_restart_in"' in line]
+        assert delays == [0.2, 0.4, 0.8]
+    finally:
+        assert server.stop() == 0
+
+
 def test_a_live_session_survives_a_sidecar_crash(tmp_path: Path) -> None:
     script = tmp_path / "crash.json"
     script.write_text(json.dumps({"crash_at_ms": 1200}))  # every engine session dies 1.2 s in

@@ -1,0 +1,248 @@
+"""The frames transport (engine_api/frames.py): a session on the sidecar's frames socket behaves as on its gRPC
+Session call — same outputs, same refusals and failures, a hang-up frees the slot — and bad bytes break nothing.
+
+Real sockets and the sidecar's own servers (gRPC and frames, one servicer), in-process, on the fake engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import struct
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from engine_api.audio import BYTES_PER_MS
+from engine_api.frames import MAX_FRAME_BYTES, FrameError, frame, frames_socket, read_frame
+from engine_api.outputs import Closed, EngineOutput
+from engine_api.v1 import engine_pb2 as epb
+from engine_api.v1 import engine_pb2_grpc
+from engine_sidecar.engines.fake import FakeEngine, FakeSession
+from engine_sidecar.frames import FramesServer
+from engine_sidecar.servicer import EngineServicer
+from service.session.engine_link import EngineLink
+from service.session.engine_source import EngineFailed, EngineFull, EngineLost
+from service.session.sidecar_engines import FRAMES, GRPC, SidecarEngines
+from tests.helpers import voiced
+
+CHUNK = 80 * BYTES_PER_MS
+
+
+class _FailingSession(FakeSession):
+    async def push_audio(self, pcm16: bytes, speech: bool) -> None:
+        raise RuntimeError("the model fell over")
+
+
+class _FailingEngine(FakeEngine):
+    async def open_session(self, session_id: str, language: str) -> FakeSession:
+        await super().open_session(session_id, language)
+        return _FailingSession(self._script, self._counters)
+
+
+class _BrokenEngine(FakeEngine):
+    async def open_session(self, session_id: str, language: str) -> FakeSession:
+        raise RuntimeError("no decoder")
+
+
+@dataclass
+class Sidecar:
+    """One engine served on both transports, as engine_sidecar/main.py serves it."""
+    servicer: EngineServicer
+    frames: FramesServer
+    server: grpc.aio.Server
+    channel: grpc.aio.Channel
+    stub: engine_pb2_grpc.EngineStub
+    frames_path: Path
+
+    def frames_socket(self, stub: engine_pb2_grpc.EngineStub) -> Path | None:  # the EnginePicker's part
+        return self.frames_path
+
+    async def pick(self, wait_s: float, failed: object = None) -> list[engine_pb2_grpc.EngineStub]:
+        return [self.stub]
+
+    def place(self, stub: object, link: object) -> None:
+        pass
+
+    def opened(self, stub: object, link: object) -> None:
+        pass
+
+    async def active_becomes(self, n: int) -> None:
+        async with asyncio.timeout(5):
+            while self.servicer._active != n:
+                await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def sidecar(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Sidecar]:
+    factory = getattr(request, "param", None)
+    engine = factory(tmp_path) if factory is not None else FakeEngine("", max_sessions=1)
+    await engine.start()
+    servicer = EngineServicer(engine)
+    grpc_path = tmp_path / "e.sock"
+    frames = FramesServer(servicer)
+    assert await frames.start(frames_socket(grpc_path))
+    server = grpc.aio.server()
+    engine_pb2_grpc.add_EngineServicer_to_server(servicer, server)
+    server.add_insecure_port(f"unix:{grpc_path}")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"unix:{grpc_path}")
+    yield Sidecar(servicer, frames, server, channel, engine_pb2_grpc.EngineStub(channel), frames_socket(grpc_path))
+    await channel.close()
+    await asyncio.gather(frames.stop(1.0), server.stop(1.0))
+
+
+async def open_link(sidecar: Sidecar, transport: str) -> EngineLink:
+    link = await SidecarEngines(sidecar, transport).open("s1", "en-US", base_ms=0, wait_s=1)
+    assert isinstance(link, EngineLink)
+    return link
+
+
+async def run(link: EngineLink, audio: bytes) -> list[EngineOutput]:
+    for i in range(0, len(audio), CHUNK):
+        await link.send_audio(audio[i:i + CHUNK], True)
+    await link.send_flush(3)
+    await link.send_close()
+    outputs = []
+    while not isinstance(out := await link.next_output(), Closed):
+        outputs.append(out)
+    return [*outputs, out]
+
+
+async def test_a_session_gets_the_same_outputs_on_frames_as_on_grpc(sidecar: Sidecar) -> None:
+    audio = voiced(2.0)
+    by_transport = {}
+    for transport in (GRPC, FRAMES):
+        link = await open_link(sidecar, transport)
+        assert type(link).__name__ == {GRPC: "GrpcLink", FRAMES: "FramesLink"}[transport]
+        assert link.info.engine == "fake"
+        by_transport[transport] = await run(link, audio)
+        await sidecar.active_becomes(0)
+        async with asyncio.timeout(5):
+            while not link.done:
+                await asyncio.sleep(0.01)
+        await link.cancel()
+    assert len(by_transport[FRAMES]) > 5
+    assert by_transport[FRAMES] == by_transport[GRPC]
+
+
+async def test_a_full_engine_refuses_on_frames_as_on_grpc(sidecar: Sidecar) -> None:
+    first = await open_link(sidecar, FRAMES)
+    for transport in (FRAMES, GRPC):
+        with pytest.raises(EngineFull, match="max_sessions"):
+            await open_link(sidecar, transport)
+    await first.cancel()
+    await sidecar.active_becomes(0)
+    again = await open_link(sidecar, FRAMES)  # the slot came back with the hang-up
+    await again.cancel()
+
+
+@pytest.mark.parametrize("sidecar", [lambda _: _FailingEngine("", max_sessions=1)], indirect=True)
+async def test_an_engine_failure_is_engine_failed_on_frames(sidecar: Sidecar) -> None:
+    link = await open_link(sidecar, FRAMES)
+    await link.send_audio(voiced(0.08), True)
+    with pytest.raises(EngineFailed, match="the model fell over"):
+        async with asyncio.timeout(5):
+            while True:
+                await link.next_output()
+    await sidecar.active_becomes(0)
+    assert link.done
+
+
+@pytest.mark.parametrize("sidecar", [lambda _: _BrokenEngine("", max_sessions=1)], indirect=True)
+async def test_an_unexpected_error_is_engine_lost_on_either_transport(sidecar: Sidecar) -> None:
+    for transport, said in ((GRPC, "UNKNOWN"), (FRAMES, "UNKNOWN: unexpected error: RuntimeError")):
+        with pytest.raises(EngineLost, match=said):
+            await open_link(sidecar, transport)
+    await sidecar.active_becomes(0)
+
+
+async def test_a_sidecar_that_stops_is_engine_lost_and_writes_fail(sidecar: Sidecar) -> None:
+    link = await open_link(sidecar, FRAMES)
+    await link.send_audio(voiced(0.4), True)
+    await sidecar.frames.stop(0.0)  # as at SIGTERM after the grace: the session is cancelled
+    with pytest.raises(EngineLost):
+        async with asyncio.timeout(5):
+            while True:
+                await link.next_output()
+    with pytest.raises(EngineLost):
+        for _ in range(50):  # the kernel may take a few writes before it refuses
+            await link.send_audio(voiced(0.08), True)
+    await sidecar.active_becomes(0)
+
+
+async def test_no_frames_socket_is_engine_lost(sidecar: Sidecar) -> None:
+    sidecar.frames_path = sidecar.frames_path.with_name("nothing-here")
+    with pytest.raises(EngineLost, match="frames socket"):
+        await open_link(sidecar, FRAMES)
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x05\x00\x00",  # a cut header
+    struct.pack("<I", 50) + b"short",  # a cut body
+    struct.pack("<I", MAX_FRAME_BYTES + 1),  # too large
+    struct.pack("<I", 3) + b"\xff\xff\xff",  # not a SessionInput
+    frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=b"\0\0"))),  # not an Open first
+])
+async def test_bytes_that_are_not_a_session_free_everything(sidecar: Sidecar, garbage: bytes) -> None:
+    reader, writer = await asyncio.open_unix_connection(str(sidecar.frames_path))
+    writer.write(garbage)
+    await writer.drain()
+    writer.write_eof()
+    async with asyncio.timeout(5):
+        rest = await reader.read()
+    writer.close()
+    if rest:  # the sidecar answered: with an Ended that says why
+        assert epb.SessionOutput.FromString(rest[4:]).ended.code == "FAILED_PRECONDITION"
+    await sidecar.active_becomes(0)
+    link = await open_link(sidecar, FRAMES)  # and the next session is served
+    await link.cancel()
+
+
+def _frozen(tmp_path: Path) -> FakeEngine:
+    script = tmp_path / "frozen.json"
+    script.write_text(json.dumps({"stall_at_ms": 0}))  # the first chunk is never taken in
+    return FakeEngine(str(script), max_sessions=1)
+
+
+@pytest.mark.parametrize("sidecar", [_frozen], indirect=True)
+async def test_a_hang_up_on_a_frozen_session_frees_the_slot(sidecar: Sidecar) -> None:
+    """Its input is not being read (the engine holds the first chunk), so the end of the connection sits behind
+    unread audio: the sidecar notices the hang-up anyway, as gRPC notices a cancelled call."""
+    link = await open_link(sidecar, FRAMES)
+    with contextlib.suppress(TimeoutError):  # the service's writes back up: that is the backpressure
+        async with asyncio.timeout(2):
+            for _ in range(1000):
+                await link.send_audio(voiced(0.08), True)
+    await sidecar.active_becomes(1)
+    await link.cancel()  # as the service's freeze watchdog does
+    await sidecar.active_becomes(0)
+
+
+async def test_a_hang_up_mid_session_frees_the_slot(sidecar: Sidecar) -> None:
+    reader, writer = await asyncio.open_unix_connection(str(sidecar.frames_path))
+    writer.write(frame(epb.SessionInput(open=epb.Open(session_id="x", language_code="en-US", sample_rate_hz=16000))))
+    writer.write(frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=voiced(0.4), speech=True))))
+    await writer.drain()
+    body = await read_frame(reader)
+    assert body is not None and epb.SessionOutput.FromString(body).WhichOneof("output") == "opened"
+    await sidecar.active_becomes(1)
+    writer.close()  # no Close: a hang-up
+    await sidecar.active_becomes(0)
+
+
+async def test_frames_read_back_and_flaws_are_frame_errors() -> None:
+    reader = asyncio.StreamReader()
+    msg = epb.SessionInput(audio=epb.AudioChunk(pcm16=b"\1\2" * 100, speech=True))
+    reader.feed_data(frame(msg) + frame(msg)[:7])
+    reader.feed_eof()
+    assert await read_frame(reader) == msg.SerializeToString()
+    with pytest.raises(FrameError, match="inside a frame"):
+        await read_frame(reader)
+    empty = asyncio.StreamReader()
+    empty.feed_eof()
+    assert await read_frame(empty) is None
