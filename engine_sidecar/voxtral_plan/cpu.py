@@ -4,7 +4,10 @@ Every sidecar front end and every service worker is one Python process under one
 near one core whatever the GPU; a box needs enough of each that the CPU never binds before GPU memory.
 Per-stream costs as measured in docs/benchmarks.md (section 2, "Per-stream CPU, before and after": N = 8-10,
 80 ms chunks, an interim result per text token): a sidecar front end (AsyncLLM + engine wrapper + gRPC)
-13-15 millicores per stream since the direct step renderer (24 before), the service 8-9.
+13-15 millicores per stream since the direct step renderer (24 before), the service 8-9. The frames transport
+since takes about 11 % off the front end and 15 % off the service per stream (section 2, "The front end on the
+frames transport"), measured at N = 4-6 only: not counted here until measured at N = 8-10, so plans stay on
+the safe side.
 A process's event loop saturates at about 0.8 of a core (section 1), so plans stop there.
 """
 

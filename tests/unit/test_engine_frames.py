@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +26,11 @@ from engine_api.v1 import engine_pb2_grpc
 from engine_sidecar.engines.fake import FakeEngine, FakeSession
 from engine_sidecar.frames import FramesServer
 from engine_sidecar.servicer import EngineServicer
+from service.config import Config
 from service.session.engine_link import EngineLink
 from service.session.engine_source import EngineFailed, EngineFull, EngineLost
 from service.session.sidecar_engines import FRAMES, GRPC, SidecarEngines
+from service.sidecar import SidecarSupervisor
 from tests.helpers import voiced
 
 CHUNK = 80 * BYTES_PER_MS
@@ -72,9 +75,16 @@ class Sidecar:
         pass
 
     async def active_becomes(self, n: int) -> None:
-        async with asyncio.timeout(5):
-            while self.servicer._active != n:
-                await asyncio.sleep(0.01)
+        await until(lambda: self.servicer._active == n)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Polls: neither the sidecar's slot count nor a link's end has an event to wait on."""
+    for _ in range(int(timeout_s / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never happened")
 
 
 @pytest.fixture
@@ -122,9 +132,7 @@ async def test_a_session_gets_the_same_outputs_on_frames_as_on_grpc(sidecar: Sid
         assert link.info.engine == "fake"
         by_transport[transport] = await run(link, audio)
         await sidecar.active_becomes(0)
-        async with asyncio.timeout(5):
-            while not link.done:
-                await asyncio.sleep(0.01)
+        await until(lambda link=link: link.done)
         await link.cancel()
     assert len(by_transport[FRAMES]) > 5
     assert by_transport[FRAMES] == by_transport[GRPC]
@@ -246,3 +254,71 @@ async def test_frames_read_back_and_flaws_are_frame_errors() -> None:
     empty = asyncio.StreamReader()
     empty.feed_eof()
     assert await read_frame(empty) is None
+
+
+async def test_the_service_uses_a_frames_socket_only_when_it_is_a_private_one_of_this_user(tmp_path: Path) -> None:
+    grpc_path = tmp_path / "e.sock"
+    supervisor = SidecarSupervisor(Config(sidecar_socket=str(grpc_path)), lambda ready: None)
+    assert supervisor.frames_socket is None  # no sidecar serves frames there (an older one): gRPC
+    server = await asyncio.start_unix_server(lambda r, w: None, path=str(frames_socket(grpc_path)))
+    try:
+        frames_socket(grpc_path).chmod(0o666)  # others may connect (or it is someone else's): not used
+        assert supervisor.frames_socket is None
+        frames_socket(grpc_path).chmod(0o600)
+        assert supervisor.frames_socket == frames_socket(grpc_path)
+    finally:
+        server.close()
+
+
+def _random_frames(rng: random.Random) -> list[bytes]:
+    """What one connection sends: mostly a real session's frames, with garbage and cuts at random places."""
+    opened = frame(epb.SessionInput(open=epb.Open(session_id="fuzz", language_code="en-US", sample_rate_hz=16000)))
+    parts = [opened] if rng.random() < 0.8 else []
+    for _ in range(rng.randrange(0, 12)):
+        roll = rng.random()
+        if roll < 0.55:
+            pcm = voiced(0.08)[:rng.randrange(0, CHUNK + 1) & ~1]
+            parts.append(frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm, speech=rng.random() < 0.7))))
+        elif roll < 0.65:
+            parts.append(frame(epb.SessionInput(flush=epb.Flush(marker=rng.randrange(1 << 20)))))
+        elif roll < 0.72:
+            parts.append(frame(epb.SessionInput(close=epb.Close())))
+        elif roll < 0.80:
+            parts.append(opened)  # a second Open: not an input the session takes (ignored, as on gRPC)
+        elif roll < 0.88:
+            parts.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))))  # garbage
+        elif roll < 0.94:
+            whole = frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=voiced(0.08))))
+            parts.append(whole[:rng.randrange(1, len(whole))])  # a frame cut short
+        else:
+            parts.append(struct.pack("<I", rng.randrange(MAX_FRAME_BYTES + 1, 1 << 32)))  # a length too large
+    return parts
+
+
+async def test_random_traffic_and_hang_ups_at_random_moments_leave_nothing_behind(sidecar: Sidecar) -> None:
+    """Seeded: each case sends a random mix of real frames, garbage and cuts, then hangs up (a close or an abort)
+    at a random moment or reads to the end. After every case: the slot is back and a real session is served."""
+    rng = random.Random(20261202)
+    for case in range(40):
+        reader, writer = await asyncio.open_unix_connection(str(sidecar.frames_path))
+        for part in _random_frames(rng):
+            writer.write(part)
+            if rng.random() < 0.3:
+                await asyncio.sleep(rng.random() * 0.02)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        how = rng.choice(("close", "abort", "read"))
+        if how == "read":
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await reader.read()
+        if how == "abort":
+            writer.transport.abort()
+        else:
+            writer.close()
+        await sidecar.active_becomes(0)
+        link = await open_link(sidecar, FRAMES)
+        outputs = await run(link, voiced(0.4))
+        assert isinstance(outputs[-1], Closed), f"case {case}: {outputs[-3:]}"
+        await link.cancel()
+        await sidecar.active_becomes(0)
