@@ -22,7 +22,7 @@ import grpc
 import structlog
 
 from engine_api.frames import frames_socket
-from engine_api.sockets import private_umask
+from engine_api.sockets import allow_open_files, private_umask
 from engine_api.v1 import engine_pb2_grpc
 
 from .engine import Engine
@@ -108,6 +108,7 @@ async def serve(args: argparse.Namespace, engine: Engine | None = None,
 
 def run_sidecar(args: argparse.Namespace) -> int:
     die_with_parent()
+    allow_open_files()  # a frames connection per session (its front-end processes inherit the limit)
     if args.engine == "voxtral" and _frontends(args) > 1:
         # One engine core, K front-end processes (vLLM's multi-client mechanism): voxtral/core_host.py.
         from .voxtral.core_host import run_core_host

@@ -15,7 +15,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from engine_api.sockets import private_umask
+from engine_api.sockets import allow_open_files, private_umask
 from voxgate_client.v1 import speech_pb2, speech_pb2_grpc
 
 from . import compat, metrics, request_stream, tracing
@@ -92,6 +92,7 @@ class Server:
 
     async def start(self) -> None:
         c = self.config
+        allow_open_files()  # a client connection and a frames connection per session
         # Authentication first: an unauthenticated caller learns nothing, not even that its bytes were bad.
         interceptors = [*self._security.interceptors(), request_stream.MalformedUnaryRequests()]
         self._grpc = grpc.aio.server(interceptors=interceptors, options=[

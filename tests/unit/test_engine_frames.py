@@ -10,7 +10,10 @@ import asyncio
 import contextlib
 import json
 import random
+import resource
 import struct
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +34,7 @@ from service.session.engine_link import EngineLink
 from service.session.engine_source import EngineFailed, EngineFull, EngineLost
 from service.session.sidecar_engines import FRAMES, GRPC, SidecarEngines
 from service.sidecar import SidecarSupervisor
-from tests.helpers import voiced
+from tests.helpers import ROOT, voiced
 
 CHUNK = 80 * BYTES_PER_MS
 
@@ -322,3 +325,15 @@ async def test_random_traffic_and_hang_ups_at_random_moments_leave_nothing_behin
         assert isinstance(outputs[-1], Closed), f"case {case}: {outputs[-3:]}"
         await link.cancel()
         await sidecar.active_becomes(0)
+
+
+def test_each_process_raises_its_open_files_limit_to_the_hard_one() -> None:
+    """A soft limit of 256 (systemd starts services with 1024) would cap a process near 120 sessions."""
+    code = ("import resource; from engine_api.sockets import allow_open_files; "
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)); "
+            "print(allow_open_files(), hard)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True)
+    now, hard = out.stdout.split()
+    assert int(now) > 256
+    assert int(now) == int(hard) or int(hard) == resource.RLIM_INFINITY
