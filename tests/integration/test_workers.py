@@ -23,6 +23,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from service.bench.driver import OWN_CONNECTION
 from tests.helpers import (
     ROOT,
     SPEECH_SERVICE,
@@ -78,6 +79,12 @@ def workers(server: ServerProcess) -> list[Worker]:
     return sorted(found, key=lambda w: w.index)
 
 
+def fresh_connection(target: str) -> grpc.Channel:
+    """A channel with a connection of its own: by default channels to one target share one connection (gRPC's
+    global subchannel pool), so every session would reach whichever worker that one connection landed on."""
+    return grpc.insecure_channel(target, options=OWN_CONNECTION)
+
+
 def owner(token: str) -> int:
     assert token[0] == "w" and "." in token, token
     return int(token[1:token.index(".")])
@@ -99,7 +106,7 @@ def test_two_workers_share_the_port_and_its_sessions(server: ServerProcess) -> N
     seen: set[int] = set()
     with ThreadPoolExecutor(MAX_SESSIONS) as pool:
         for _ in range(8):  # batches of sessions, each on a fresh connection: the kernel picks the worker
-            held = list(pool.map(lambda _: hold_stream(grpc.insecure_channel(server.target)), range(MAX_SESSIONS)))
+            held = list(pool.map(lambda _: hold_stream(fresh_connection(server.target)), range(MAX_SESSIONS)))
             owners = [owner(h.started.started.resume_token) for h in held]
             for worker in found:  # the worker a token names is the one that holds its session
                 capabilities = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5)
