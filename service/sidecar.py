@@ -21,8 +21,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import stat
-import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
@@ -41,6 +39,13 @@ from . import metrics
 from .config import Config
 from .engine_flags import preset_env
 from .logs import relay_lines
+from .sidecar_process import (
+    SidecarStartError,
+    check_private_socket,
+    engine_env_defaults,
+    exit_code,
+    sidecar_command,
+)
 
 log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
@@ -48,29 +53,6 @@ FAILED_CHECKS_BEFORE_RESTART = 3
 STALE_STUB_GRACE_S = 1.0
 RESTART_MAX_S = 10.0  # the longest wait between restarts of a sidecar that keeps dying
 RESTART_STABLE_S = 60.0  # a sidecar up this long is restarted after the first delay again
-EXIT_POLL_S = 0.05
-SIDECAR_MODULE = "engine_sidecar"  # run as `python -m engine_sidecar`: the sidecar never loads the service
-
-
-def sidecar_command(c: Config, socket: Path) -> list[str]:
-    """The sidecar process's command line (its flags: engine_sidecar.main.add_sidecar_arguments)."""
-    cmd = [sys.executable, "-m", SIDECAR_MODULE, "--engine", c.engine, "--model", c.model,
-           "--socket", str(socket), "--max-sessions", str(c.max_sessions)]
-    if c.engine_options:
-        cmd += ["--engine-options", c.engine_options]
-    return cmd
-
-
-def engine_env_defaults(engine: str) -> dict[str, str]:
-    """Environment defaults for the sidecar process, overridable from the service's own environment.
-
-    PocketSphinx decodes in asyncio's worker threads and each thread's ~110 MiB decoder allocations land in
-    another glibc malloc arena, which is never returned: RSS grew 100 → 1178 MiB over nine rounds of four clean
-    sessions (the wire fuzz's RSS invariant). Two arenas keep it flat (~660 MiB at four sessions)."""
-    return {"MALLOC_ARENA_MAX": "2"} if engine == "sphinx" else {}
-
-class SidecarStartError(RuntimeError):
-    pass
 
 
 class SidecarSupervisor:
@@ -230,7 +212,7 @@ class SidecarSupervisor:
     async def _supervise(self) -> None:
         while not self._stopping:
             assert self._proc is not None
-            exited = asyncio.ensure_future(_exit_code(self._proc))
+            exited = asyncio.ensure_future(exit_code(self._proc))
             checks = asyncio.ensure_future(self._health_checks())
             try:
                 await asyncio.wait({exited, checks}, return_when=asyncio.FIRST_COMPLETED)
@@ -398,19 +380,3 @@ def _engine_channel(socket: Path) -> grpc.aio.Channel:
     # A private subchannel pool: otherwise every channel to this socket path shares one connection and its
     # reconnect backoff, and a restarted sidecar is refused because the dead one's backoff is still running.
     return grpc.aio.insecure_channel(f"unix:{socket}", options=[("grpc.use_local_subchannel_pool", 1)])
-
-
-async def _exit_code(proc: asyncio.subprocess.Process) -> int:
-    """The exit code as soon as the process is gone. Process.wait() also waits for its pipes to close, and the
-    vLLM processes it started may hold its stdout for seconds after it died."""
-    while proc.returncode is None:  # noqa: ASYNC110  (no event but wait(), which also waits for the pipes)
-        await asyncio.sleep(EXIT_POLL_S)
-    return proc.returncode
-
-
-def check_private_socket(path: Path) -> None:
-    """Refuse an engine socket that another user owns or may connect to (it must be ours, 0600 or stricter)."""
-    st = path.stat()
-    if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise SidecarStartError(f"engine socket {path} is not a private socket of this user "
-                                f"(mode {oct(st.st_mode & 0o777)}, owner {st.st_uid})")

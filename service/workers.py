@@ -42,7 +42,7 @@ from .engine_pool import EnginePool
 from .gpus import EngineLayoutError
 from .logs import relay_lines
 from .peers import WorkerRole
-from .sidecar import SidecarStartError
+from .sidecar_process import SidecarStartError
 
 log = structlog.get_logger("workers")
 WORKER_MODULE = "service.worker_main"

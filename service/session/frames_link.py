@@ -37,12 +37,12 @@ class FramesLink(EngineLink):
                 writer.write(frame(self._open_msg))
                 await writer.drain()
                 first = await self._next_message()
+        except TimeoutError as exc:  # before OSError, of which it is a kind
+            self._drop()
+            raise EngineLost(f"engine did not open the session: {exc!r}") from exc
         except (OSError, FrameError) as exc:
             self._drop()
             raise EngineLost(f"engine frames socket: {exc!r}") from exc
-        except TimeoutError as exc:
-            self._drop()
-            raise EngineLost(f"engine did not open the session: {exc!r}") from exc
         except BaseException:
             self._drop()  # a cancel of this task: the sidecar gives the slot back when the connection closes
             raise

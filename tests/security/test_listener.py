@@ -17,7 +17,7 @@ from engine_sidecar.main import prepare_socket
 from service.cli import build_parser
 from service.config import Config, config_from_args
 from service.security import Security, is_loopback
-from service.sidecar import SidecarStartError, check_private_socket
+from service.sidecar_process import SidecarStartError, check_private_socket
 from tests.helpers import ROOT, ServerProcess, start_server
 from tests.security.conftest import Pki
 

@@ -15,7 +15,7 @@ from engine_api.wire import opened_to_proto, output_from_proto, output_to_proto,
 from engine_sidecar.engines import create_engine
 from service.config import Config
 from service.proto_edge import POSITION_MODES, interim_stability
-from service.sidecar import sidecar_command
+from service.sidecar_process import sidecar_command
 from tests.helpers import ROOT, imported_modules
 from voxgate_client.v1 import speech_pb2 as pb
 
