@@ -50,8 +50,8 @@ def tune(writer: asyncio.StreamWriter) -> None:
     """Small buffers on a new connection (either side): see the module's docstring."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
+        # The sender's buffer is what bounds a Unix stream socket (it has no receive buffer of its own).
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
     writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER_BYTES)
 
 
