@@ -32,6 +32,23 @@ CHANNEL_MODES = {pb.CHANNEL_MODE_UNSPECIFIED: ChannelMode.SEPARATE, pb.CHANNEL_M
                  pb.CHANNEL_MODE_DOWNMIX: ChannelMode.DOWNMIX, pb.CHANNEL_MODE_FIRST: ChannelMode.FIRST}
 
 
+def engine_language(requested: str, languages: tuple[str, ...]) -> str | None:
+    """The engine's code for a requested language, or None. Exact (any case, '_' as '-') first; then by the
+    primary subtag where one side has no region: an engine's "en" serves "en-US" and "en-GB" (Google's and
+    Riva's clients always send a region), a bare "en" takes the engine's "en-US"; "en-GB" never takes "en-US"."""
+    def norm(tag: str) -> str:
+        return tag.replace("_", "-").lower()
+
+    want = norm(requested)
+    primary = want.split("-")[0]
+    for choice in (lambda have: have == want, lambda have: have == primary,
+                   lambda have: want == primary and have.split("-")[0] == primary):
+        for lang in languages:
+            if choice(norm(lang)):
+                return lang
+    return None
+
+
 @dataclass(frozen=True)
 class SessionConfig:
     encoding: Encoding
@@ -84,9 +101,11 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
         raise errors.invalid_config(
             "config.language_code", f"language_code must be a BCP-47 tag (letters, digits, '-'; at most "
                                     f"{MAX_LANGUAGE_CODE_CHARS} characters), got {quoted(language)}")
-    if language and languages and language.lower() not in {x.lower() for x in languages}:
-        raise errors.invalid_config(
-            "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}")
+    if language and languages:
+        if (matched := engine_language(language, languages)) is None:
+            raise errors.invalid_config(
+                "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}")
+        language = matched
     if msg.flow_status.interval_ms < 0:
         raise errors.invalid_config("config.flow_status.interval_ms", "flow_status.interval_ms must not be negative")
     flow_interval_ms = (msg.flow_status.interval_ms or server.flow_status_interval_ms) if msg.flow_status.enabled else 0

@@ -44,3 +44,29 @@ def test_bad_values_name_their_field(kw: dict, field: str) -> None:
     with pytest.raises(StreamError) as info:
         validate(cfg(**kw), Config(), LANGS)
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT and info.value.field == field
+
+
+VOXTRAL = ("en", "zh", "fr")
+
+
+@pytest.mark.parametrize(("requested", "languages", "engine_code"), [
+    ("en", VOXTRAL, "en"), ("EN", VOXTRAL, "en"),
+    ("en-US", VOXTRAL, "en"), ("en_GB", VOXTRAL, "en"), ("fr-CA", VOXTRAL, "fr"),  # Google/Riva clients: a region
+    ("en-US", LANGS, "en-US"), ("en-us", LANGS, "en-US"), ("en_US", LANGS, "en-US"),
+    ("en", LANGS, "en-US"),  # no region asked: the engine's own English
+    ("en-US", ("en-GB", "en-US"), "en-US"),  # exact beats the first of the primary language
+])
+def test_a_language_is_matched_to_the_engines_code(requested: str, languages: tuple[str, ...],
+                                                   engine_code: str) -> None:
+    assert validate(cfg(language_code=requested), Config(), languages).language_code == engine_code
+
+
+@pytest.mark.parametrize(("requested", "languages"), [
+    ("en-GB", LANGS),  # another region is another model: not silently served by en-US
+    ("de-DE", VOXTRAL), ("e", VOXTRAL), ("english", VOXTRAL),
+])
+def test_a_language_the_engine_lacks_is_refused_with_the_list(requested: str, languages: tuple[str, ...]) -> None:
+    with pytest.raises(StreamError) as err:
+        validate(cfg(language_code=requested), Config(), languages)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"language {requested!r} not supported; supported: {', '.join(languages)}" in err.value.message
