@@ -90,12 +90,15 @@ RESULTS_DIR = ROOT / "bench" / "results"
 # (--engine-option chunk_render=vllm), the way every voxgate ran before the direct renderer: the "before" side.
 # voxgate-grpc: voxgate with sessions on the sidecar's gRPC Session call (--engine-transport grpc), as every
 # voxgate ran before the frames transport.
-MODES = ("raw", "engine", "voxgate", "voxgate-vllm-render", "voxgate-grpc", "vllm")
+# voxgate-vllm-steps: voxgate with each request driven through AsyncLLM.generate's streaming input and vLLM's
+# realtime buffer (--engine-option step_driver=vllm), as every voxgate ran before the direct step driver.
+MODES = ("raw", "engine", "voxgate", "voxgate-vllm-render", "voxgate-grpc", "voxgate-vllm-steps", "vllm")
 # mode -> (engine options, service flags)
 VOXGATE_MODES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "voxgate": ({}, ()),
     "voxgate-vllm-render": ({"chunk_render": "vllm"}, ()),
     "voxgate-grpc": ({}, ("--engine-transport", "grpc")),
+    "voxgate-vllm-steps": ({"step_driver": "vllm"}, ()),
 }
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
@@ -522,7 +525,7 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
         held = {m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0)
                 for m in modes}
         row: dict[str, Any] = {"repeat": repeat, "max_sessions_held": held}
-        for base in ("engine", "raw", "vllm", "voxgate-vllm-render", "voxgate-grpc"):
+        for base in ("engine", "raw", "vllm", *(m for m in VOXGATE_MODES if m != "voxgate")):
             if "voxgate" in held and base in held and held[base]:
                 row[f"ratio_voxgate_over_{base}"] = round(held["voxgate"] / held[base], 3)
         summary.append(row)

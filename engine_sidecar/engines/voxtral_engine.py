@@ -26,7 +26,7 @@ from engine_api.status import EngineStatus, SessionStat
 
 from ..engine import EngineCounters
 from ..reanchor.guards import config_problems
-from ..voxtral import chunk_render
+from ..voxtral import chunk_render, step_driver
 from ..voxtral.admission import kv_sessions, lag_refusal
 from ..voxtral.core_calls import ABORT_CLIENT_METHOD
 from ..voxtral.frontend_client import FrontEndClient
@@ -36,6 +36,7 @@ from ..voxtral.reanchor_link import PositionChoice, ReanchorLink
 from ..voxtral.rollover import BudgetRollover, NoRollover
 from ..voxtral.session import EngineContext, VoxtralSession
 from ..voxtral.stats import SchedulerSnapshot, stat_logger_factory
+from ..voxtral.stream import request_params
 from ..voxtral.timing import geometry_from_tokenizer
 
 log = structlog.get_logger("voxtral")
@@ -120,6 +121,8 @@ class VoxtralEngine:
             log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
         render, render_mode = await chunk_render.choose(llm, self.options.chunk_render)
+        driver = await step_driver.choose(llm, model_cls, render, request_params(model_cls, None, None),
+                                          self.options.step_driver)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
         runtime = self._reanchor.runtime
@@ -135,7 +138,8 @@ class VoxtralEngine:
             reanchor_listeners=self._reanchor.listeners,
             flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None,
             fallback_rollover=budget,
-            request_prefix="voxgate" if self._client is None else self._client.request_prefix, render=render)
+            request_prefix="voxgate" if self._client is None else self._client.request_prefix, render=render,
+            direct_tasks=await llm.get_supported_tasks() if driver == "direct" else None)
         self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
                                languages=LANGUAGES, frame_ms=geometry.frame_ms,
                                transcription_delay_ms=geometry.delay_ms, position_mode=mode.mode,
@@ -147,7 +151,7 @@ class VoxtralEngine:
             log.warning("reanchor_unavailable", reason=mode.reason, fallback="rollover")
         log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
                  position_mode=mode.mode, request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
-                 blank_token_id=geometry.blank_token_id, chunk_render=render_mode)
+                 blank_token_id=geometry.blank_token_id, chunk_render=render_mode, step_driver=driver)
 
     def _share(self, capacity: int) -> int:
         """This front end's part of the engine core's capacity (all of it with one front end). A static split, not

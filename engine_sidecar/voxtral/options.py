@@ -56,6 +56,9 @@ class VoxtralOptions:
     # How each 80 ms step's prompt becomes vLLM's engine input (voxtral/chunk_render.py): "direct" builds it
     # in place (checked equal to vLLM's at start-up, else vLLM's is used), "vllm" through vLLM's renderer.
     chunk_render: str = "direct"
+    # How the steps reach vLLM (voxtral/step_driver.py): "direct" sends each step's request from the request's
+    # own task (checked byte-equal to vLLM's at start-up, else vLLM's is used), "vllm" via AsyncLLM.generate.
+    step_driver: str = "direct"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
@@ -88,6 +91,8 @@ class VoxtralOptions:
             raise ValueError("reanchor_margin_tokens must be in (0, max_model_len)")
         if self.chunk_render not in ("direct", "vllm"):
             raise ValueError("chunk_render must be 'direct' or 'vllm'")
+        if self.step_driver not in ("direct", "vllm"):
+            raise ValueError("step_driver must be 'direct' or 'vllm'")
         if self.frontends < 1 or self.frontend_spares < 0:
             raise ValueError("frontends must be >= 1 and frontend_spares >= 0")
         if self.frontends > self.max_num_seqs:

@@ -61,6 +61,7 @@ class EngineContext:
     fallback_rollover: RolloverPolicy | None = None  # a session whose re-anchoring failed rolls over by this
     request_prefix: str = "voxgate"  # of every request id; one per front end sharing an engine core
     render: Render | None = None  # each step's prompt -> engine input (chunk_render.py); None: vLLM's renderer
+    direct_tasks: Any = None  # the engine's supported tasks where the direct step driver is in effect, else None
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
@@ -156,7 +157,8 @@ class VoxtralSession:
         reanchor = self._mode.reanchor
         stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
                                {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor,
-                               prefix=self._ctx.request_prefix, render=self._ctx.render)
+                               prefix=self._ctx.request_prefix, render=self._ctx.render,
+                               direct_tasks=self._ctx.direct_tasks)
         if reanchor:
             self._ctx.reanchor_listeners[stream.request_id] = StreamListener(
                 lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure))

@@ -1,10 +1,13 @@
 """One vLLM streaming request: a stretch of a session's audio, from left padding to right padding.
 
-Driven exactly as vLLM's own realtime server drives it: the model class's
-`buffer_realtime_audio` builds every step's prompt (padding, delay, look-back
-and look-ahead are Mistral's logic, not ours), each step's prompt token is the
-token the model just produced (lock-step feedback), and ending the audio makes
-the buffer append the right padding so the last words come out.
+Each step's prompt is what the model class's `buffer_realtime_audio` makes
+(padding, delay, look-back and look-ahead are Mistral's logic, not ours), each
+step's prompt token is the token the model just produced (lock-step feedback),
+and ending the audio appends the right padding so the last words come out.
+Two drivers: "vllm" feeds vLLM's own buffer to `AsyncLLM.generate` exactly as
+vLLM's realtime server does; "direct" (the default where it is checked equal
+at start-up) makes the same steps with `RealtimeSteps` and sends them with
+`DirectRequest`, in this request's one task (step_driver.py says why).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from engine_api.audio import BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 
 from ..reanchor.settings import REQUEST_TAG
 from .chunk_render import Render, vllm_render
+from .step_driver import DirectRequest
+from .steps import RealtimeSteps, make_steps
 
 TokenSink = Callable[["RequestStream", int, int, str], Awaitable[None]]
 
@@ -31,8 +36,13 @@ class RequestStream:
 
     def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
                  predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None,
-                 reanchor: bool = False, prefix: str = "voxgate", render: Render | None = None) -> None:
+                 reanchor: bool = False, prefix: str = "voxgate", render: Render | None = None,
+                 direct_tasks: Any = None) -> None:
         self._llm = llm
+        # direct_tasks: the engine's supported tasks where the direct driver is in effect, else None
+        self._direct_tasks = direct_tasks
+        self._steps: RealtimeSteps | None = make_steps(model_cls, llm.model_config) if direct_tasks else None
+        self._wake = asyncio.Event()
         self._render = render
         self._reanchor = reanchor
         self._logit_bias = logit_bias
@@ -57,14 +67,23 @@ class RequestStream:
         drains this queue into its own unbounded one immediately anyway."""
         if self.ended or self.done.is_set() or not pcm16:
             return
-        self._audio.put_nowait(np.frombuffer(pcm16, dtype=np.int16).astype(np.float32) / 32768.0)
+        samples = np.frombuffer(pcm16, dtype=np.int16).astype(np.float32) / 32768.0
+        if self._steps is not None:
+            self._steps.add_audio(samples)
+            self._wake.set()
+        else:
+            self._audio.put_nowait(samples)
         self.samples += len(pcm16) // BYTES_PER_SAMPLE
 
     def end(self) -> None:
         """No more audio: the buffer adds the right padding and the request finishes."""
         if not self.ended:
             self.ended = True
-            self._audio.put_nowait(None)
+            if self._steps is not None:
+                self._steps.end_audio()
+                self._wake.set()
+            else:
+                self._audio.put_nowait(None)
 
     async def _audio_stream(self) -> AsyncGenerator[np.ndarray, None]:
         while (chunk := await self._audio.get()) is not None:
@@ -81,29 +100,76 @@ class RequestStream:
 
     async def run(self, sink: TokenSink, on_start: Callable[[], Awaitable[None]] | None = None) -> None:
         """Wait for the previous request of the session to finish (outputs stay in order), then stream.
-        Cancelling this aborts the engine request (vLLM's generate() does it on CancelledError)."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
+        Cancelling this aborts the engine request."""
         try:
             if self._predecessor is not None:
                 await self._predecessor.done.wait()
                 self._predecessor = None
             if on_start is not None:
                 await on_start()
-            params = SamplingParams(temperature=0.0, max_tokens=self._model_cls.realtime_max_tokens,
-                                    output_kind=RequestOutputKind.DELTA, logit_bias=self._logit_bias,
-                                    extra_args={REQUEST_TAG: self.request_id} if self._reanchor else None)
-            feedback: asyncio.Queue[list[int]] = asyncio.Queue()
-            async for out in self._llm.generate(prompt=self._inputs(feedback), sampling_params=params,
-                                                request_id=self.request_id):
-                completion = out.outputs[0] if out.outputs else None
-                if completion is None or not completion.token_ids:
-                    continue
-                ids = list(completion.token_ids)
-                feedback.put_nowait(ids)  # lock-step: the next step's prompt token is this output
-                for i, token_id in enumerate(ids):
-                    await sink(self, self.tokens, token_id, completion.text if i == len(ids) - 1 else "")
-                    self.tokens += 1
+            params = request_params(self._model_cls, self._logit_bias, self.request_id if self._reanchor else None)
+            if self._steps is not None:
+                await self._run_direct(sink, params, self._steps)
+            else:
+                await self._run_vllm(sink, params)
         finally:
             self.done.set()
+
+    async def _run_vllm(self, sink: TokenSink, params: Any) -> None:
+        """vLLM's generate() aborts the engine request when cancelled."""
+        feedback: asyncio.Queue[list[int]] = asyncio.Queue()
+        async for out in self._llm.generate(prompt=self._inputs(feedback), sampling_params=params,
+                                            request_id=self.request_id):
+            ids = self._token_ids(out)
+            if ids:
+                feedback.put_nowait(ids)  # lock-step: the next step's prompt token is this output
+                await self._emit(sink, out, ids)
+
+    async def _run_direct(self, sink: TokenSink, params: Any, steps: RealtimeSteps) -> None:
+        """One task: each output is handed on and fed back, then every step that audio and tokens allow is
+        sent; it sleeps until the next output or audio. Ends as generate() does (the finished output)."""
+        render = self._render or vllm_render(self._llm)
+        req = DirectRequest(self._llm, self._direct_tasks, self.request_id, params, self._wake)
+        queue, finishing, finished = req.queue, False, False
+        try:
+            while not finished:
+                self._wake.clear()
+                if (out := queue.get_nowait()) is not None:  # raises what the engine put there (e.g. dead)
+                    finished = out.finished
+                    if ids := self._token_ids(out):
+                        steps.add_token(ids[-1])  # lock-step, as vLLM's buffer takes it: the last token
+                        await self._emit(sink, out, ids)
+                    continue
+                while not finishing and isinstance(prompt := steps.next_prompt(), dict):
+                    await req.send(await render(prompt, f"{self.request_id}-{req.sent}"))
+                if not finishing and steps.ended:
+                    finishing = True
+                    await req.finish()
+                if queue.output is None:
+                    await self._wake.wait()
+        except BaseException:
+            if not finished:
+                await req.abort()
+            raise
+
+    @staticmethod
+    def _token_ids(out: Any) -> list[int]:
+        completion = out.outputs[0] if out.outputs else None
+        return list(completion.token_ids) if completion is not None and completion.token_ids else []
+
+    async def _emit(self, sink: TokenSink, out: Any, ids: list[int]) -> None:
+        text = out.outputs[0].text
+        for i, token_id in enumerate(ids):
+            await sink(self, self.tokens, token_id, text if i == len(ids) - 1 else "")
+            self.tokens += 1
+
+
+def request_params(model_cls: Any, logit_bias: dict[int, float] | None, reanchor_tag: str | None) -> Any:
+    """A realtime request's sampling parameters (greedy, one delta per output; the re-anchor tag routes the
+    engine core's re-anchor news back to the request)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(temperature=0.0, max_tokens=model_cls.realtime_max_tokens,
+                          output_kind=RequestOutputKind.DELTA, logit_bias=logit_bias,
+                          extra_args={REQUEST_TAG: reanchor_tag} if reanchor_tag else None)

@@ -185,6 +185,45 @@ def test_direct_and_vllm_step_inputs_give_the_same_tokens(h: Harness, make_harne
     assert len(set(direct)) > 5, "a degenerate model would make this test meaningless"
 
 
+# How the steps reach vLLM: from the request's own task (the default where checked equal) or generate().
+
+def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
+    from engine_sidecar.voxtral import chunk_render, step_driver, steps
+    from engine_sidecar.voxtral.stream import request_params
+
+    assert h.engine._ctx.direct_tasks is not None, "the direct step driver should be in effect"
+    llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
+    chunks = steps.sample_audio(3.0, seed=5)
+    ours = steps.our_prompts(model_cls, llm.model_config, chunks)
+    theirs = h.run(steps.vllm_prompts(model_cls, llm.model_config, chunks))
+    assert len(ours) > 30 and steps.compare(ours, theirs) == []
+    # ... and the comparison sees a difference where there is one: one sample fewer, one step's token changed.
+    assert steps.compare(steps.our_prompts(model_cls, llm.model_config, [*chunks[:-1], chunks[-1][:-1]]), theirs)
+    assert steps.compare([*ours[:5], {**ours[5], "prompt_token_ids": [1]}, *ours[6:]], theirs) == [
+        "step 5: prompt tokens differ"]
+
+    render = h.engine._ctx.render
+    params = request_params(model_cls, {3: 1.5}, "voxgate-x")
+    assert h.run(step_driver.differences(llm, render, params)) == []
+    # A derived request that missed a field would go to the engine core differently.
+    first, later = chunk_render.sample_prompts(llm)
+    req = step_driver.DirectRequest(llm, h.engine._ctx.direct_tasks, "t", params, asyncio.Event())
+    req.request(h.run(render(first, "t-0")))
+    engine_input = h.run(render(later, "t-1"))
+    derived, other = req.request(engine_input), req.request({**engine_input, "prompt_token_ids": [5]})
+    other.arrival_time = derived.arrival_time
+    assert step_driver.wire(derived) != step_driver.wire(other)
+
+
+def test_direct_and_vllm_step_drivers_give_the_same_tokens(h: Harness, make_harness: Any) -> None:
+    by_vllm = make_harness(max_model_len=1024, max_num_seqs=4, emit_empty_deltas=True, step_driver="vllm")
+    assert by_vllm.engine._ctx.direct_tasks is None
+    pcm = noise(5.0, seed=11)
+    direct, vllm = run_one(h, pcm), run_one(by_vllm, pcm)
+    assert direct.token_ids == vllm.token_ids
+    assert len(set(direct.token_ids)) > 5, "a degenerate model would make this test meaningless"
+
+
 def test_the_scheduler_snapshot_stands_in_for_vllms_unserved_prometheus_logger(h: Harness) -> None:
     from vllm.v1.metrics.loggers import PrometheusStatLogger
 
