@@ -138,6 +138,10 @@ class LevelResult:
     wall_s: float
     attempt: int  # a lost level is run again (--retries) before the mode stops: one stall is not a limit
     cpu_cores: dict[str, float]  # CPU used during the level, in cores, by process role
+    # CPU per stream per second of its audio, in millicores, by role: the level's CPU seconds ÷ (N × audio
+    # seconds). Every step of every session runs (a lagging level runs them late), so this is the per-stream
+    # cost at real time even for a level the engine could not hold.
+    cpu_mc_per_stream: dict[str, float]
     load_avg_1m: float
     sessions: list[SessionSummary]
 
@@ -173,6 +177,7 @@ def summarize_level(mode: str, n: int, repeat: int, traces: list[Trace], audio_s
         engine_steps_per_s=None if steps_per_s is None else round(steps_per_s, 1),
         errors=sorted({s.error for s in sessions if s.error}), wall_s=round(wall_s, 1), attempt=1,
         cpu_cores={k: round(v / wall_s, 3) for k, v in sorted(cpu_s.items())},
+        cpu_mc_per_stream={k: round(1000 * v / (n * audio_s), 1) for k, v in sorted(cpu_s.items())},
         load_avg_1m=os.getloadavg()[0], sessions=sessions)
 
 
@@ -456,6 +461,8 @@ def level_line(r: LevelResult) -> str:
             + (f"  {r.engine_steps_per_s} steps/s" if r.engine_steps_per_s is not None else "")
             + (f"  errors: {r.errors}" if r.errors else "") + f"  load {r.load_avg_1m:.1f}"
             + "  cpu " + " ".join(f"{k} {v:.2f}" for k, v in r.cpu_cores.items() if v >= 0.005)
+            + "  mc/stream " + " ".join(f"{k} {r.cpu_mc_per_stream[k]:g}" for k, v in r.cpu_cores.items()
+                                        if v >= 0.005)
             + ("" if r.held else "  slip at " + ",".join(f"{s.slip_max_at_s:g}" for s in r.sessions) + " s"))
 
 

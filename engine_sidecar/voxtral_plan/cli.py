@@ -25,7 +25,7 @@ from .capacity import (
     stream_kv,
     weight_bytes_estimate,
 )
-from .cpu import CpuPlan, cpu_plan, render_cpu
+from .cpu import FRONT_END_MC_PER_STREAM, SERVICE_MC_PER_STREAM, CpuPlan, cpu_plan, render_cpu
 from .params import HUB_ID, VOXTRAL_MINI_4B_REALTIME, ParamsError, VoxtralParams, dtype_bytes, load_params
 from .presets import PRESETS, WINDOW_CHOICES, EnginePreset, WindowChoice, get_preset
 
@@ -64,6 +64,11 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-cores", type=int, default=os.cpu_count() or 1,
                         help="CPU cores of the box, for the CPU ceiling next to GPU memory's (default: this box's)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs of the box, one engine each (default 1)")
+    parser.add_argument("--front-end-mc", type=int, default=FRONT_END_MC_PER_STREAM,
+                        help="CPU per stream in a sidecar front end, millicores (default: measured here, "
+                             "docs/benchmarks.md; give your box's own from bench/gpu_recipe.sh)")
+    parser.add_argument("--service-mc", type=int, default=SERVICE_MC_PER_STREAM,
+                        help="CPU per stream in a service worker, millicores (default: measured here)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -190,7 +195,8 @@ def build_plan(args: argparse.Namespace) -> dict[str, Any]:
         rows = [plan_row(model, preset, c, budget, block_size=args.block_size, tokens_per_step=args.tokens_per_step)
                 for c in _choices(preset, model.params, args.window)]
         for row in rows:  # the CPU ceiling of the box next to its GPUs' memory (engine_sidecar/voxtral_plan/cpu.py)
-            row["cpu"] = cpu_plan(args.cpu_cores, args.gpus, row["memory_streams"]).as_dict()
+            row["cpu"] = cpu_plan(args.cpu_cores, args.gpus, row["memory_streams"],
+                                  args.front_end_mc, args.service_mc).as_dict()
         out["presets"].append({
             "preset": preset.name, "description": preset.description,
             "gpu_memory_utilization": preset.gpu_memory_utilization, "max_num_seqs": preset.max_num_seqs,

@@ -215,6 +215,22 @@ def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
     assert step_driver.wire(derived) != step_driver.wire(other)
 
 
+def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:
+    import numpy as np
+
+    from engine_sidecar.voxtral import steps
+
+    llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
+    audio = np.concatenate(steps.sample_audio(2.5, seed=8))
+    rng = np.random.default_rng(3)
+    cases = {f"up to {n - 1} samples": np.split(audio, (c := np.cumsum(rng.integers(1, n, size=len(audio))))[
+        c < len(audio)]) for n in (2, 50, 700, 1333, 4000, 16000)}
+    for name, chunks in {**cases, "no audio at all": []}.items():
+        ours = steps.our_prompts(model_cls, llm.model_config, chunks)
+        theirs = h.run(steps.vllm_prompts(model_cls, llm.model_config, chunks))
+        assert steps.compare(ours, theirs) == [], name
+
+
 def test_direct_and_vllm_step_drivers_give_the_same_tokens(h: Harness, make_harness: Any) -> None:
     by_vllm = make_harness(max_model_len=1024, max_num_seqs=4, emit_empty_deltas=True, step_driver="vllm")
     assert by_vllm.engine._ctx.direct_tasks is None

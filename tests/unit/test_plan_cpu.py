@@ -35,3 +35,13 @@ def test_the_plan_reports_the_cpu_ceiling(capsys: pytest.CaptureFixture[str]) ->
     assert main(["--gpu-memory", "141GiB", "--preset", "datacenter", "--json", "--cpu-cores", "4"]) == 0
     rows = json.loads(capsys.readouterr().out)["presets"][0]["rows"]
     assert all(row["cpu"]["cores"] == 4 and row["cpu"]["gpus"] == 1 for row in rows)
+
+
+def test_a_box_measured_costs_replace_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = cpu_plan(cores=16, gpus=1, streams_per_gpu=335, front_end_mc=30, service_mc=10)
+    assert plan.cpu_streams == 15000 // 40 and (plan.front_end_mc, plan.service_mc) == (30, 10)
+    assert plan.front_ends_per_engine == 13 and plan.streams_per_front_end == 26  # 335 / (800 // 30)
+    assert main(["--gpu-memory", "141GiB", "--preset", "datacenter", "--cpu-cores", "16", "--front-end-mc", "30",
+                 "--service-mc", "10"]) == 0
+    assert "(30 + 10 millicores each" in capsys.readouterr().out
+    assert main(["--gpu-memory", "141GiB", "--front-end-mc", "0"]) == 2
