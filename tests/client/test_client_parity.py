@@ -135,7 +135,7 @@ def run(kind: str, scenario: Scenario) -> Outcome:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_blocking_and_asyncio_clients_have_the_same_outcome(scenario: Scenario) -> None:
     blocking, asyncio_ = (run(kind, scenario) for kind in CLIENT_KINDS)
-    assert asyncio_ == blocking
+    assert asyncio_ == blocking, f"asyncio client: {asyncio_!r}\nblocking client: {blocking!r}"  # in full: rare
 
     if scenario.kinds is not None:
         assert [r.WhichOneof("response") for r in blocking.responses if not r.HasField("flow_status")] \
