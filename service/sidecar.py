@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from . import metrics
 from .config import Config
 from .engine_flags import preset_env
 from .logs import relay_lines
+from .private_dirs import make_private_dir
 from .sidecar_process import (
     SidecarStartError,
     check_private_socket,
@@ -69,7 +69,7 @@ class SidecarSupervisor:
         self._on_status = on_status  # after every status the sidecar answered (health checks)
         self._admission_logged = True  # the running engine's admission as last logged (a new engine: admitting)
         # Default: a fresh private directory (mkdtemp makes it 0700) that only this process uses.
-        self._own_dir = None if config.sidecar_socket else Path(tempfile.mkdtemp(prefix="voxgate-"))
+        self._own_dir = None if config.sidecar_socket else make_private_dir()
         self._socket = self._own_dir / "engine.sock" if self._own_dir else Path(config.sidecar_socket)
         self._proc: asyncio.subprocess.Process | None = None
         self._channel: grpc.aio.Channel | None = None

@@ -27,10 +27,8 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 from collections.abc import Coroutine
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -42,6 +40,7 @@ from .engine_pool import EnginePool
 from .gpus import EngineLayoutError
 from .logs import relay_lines
 from .peers import WorkerRole
+from .private_dirs import make_private_dir
 from .sidecar_process import SidecarStartError
 
 log = structlog.get_logger("workers")
@@ -82,7 +81,7 @@ class Workers:
         if config.workers < 1:
             raise ValueError("--workers must be >= 1")
         self._config = config
-        self._dir = Path(tempfile.mkdtemp(prefix="voxgate-workers-"))  # 0700: the engine and worker sockets
+        self._dir = make_private_dir("workers-")  # 0700: the engine and worker sockets
         self._holder: socket.socket | None = None
         self._engines: EnginePool | None = None
         self._worker_config = config
