@@ -13,6 +13,7 @@ at start-up) makes the same steps with `RealtimeSteps` and sends them with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
@@ -147,9 +148,12 @@ class RequestStream:
                     await req.finish()
                 if queue.output is None:
                     await self._wake.wait()
-        except BaseException:
-            if not finished:
-                await req.abort()
+        except BaseException as exc:
+            from vllm.v1.engine.exceptions import EngineDeadError
+
+            if not finished and not isinstance(exc, EngineDeadError):  # as generate(): a dead engine has none
+                with contextlib.suppress(Exception):  # the engine dying meanwhile: the first error is the news
+                    await req.abort()
             raise
 
     @staticmethod

@@ -72,6 +72,30 @@ def test_engine_death_exits_the_sidecar_non_zero(sidecar: Sidecar) -> None:
     assert not alive, [(p.pid, p.name()) for p in alive]
 
 
+def test_engine_death_mid_session_ends_it_and_exits_the_sidecar_non_zero(sidecar: Sidecar, tmp_path: Path) -> None:
+    """The session's own task meets the dead engine (the step driver's path, not only the idle watch)."""
+    import threading
+
+    import grpc
+
+    from engine_api.v1 import engine_pb2_grpc
+    from service.bench.audio import speech_with_pauses
+    from tests.engine.test_voxtral_frontends import session
+
+    stub = engine_pb2_grpc.EngineStub(grpc.insecure_channel(f"unix:{tmp_path / 'engine.sock'}"))
+    outcome: list[Any] = []
+    t = threading.Thread(target=lambda: outcome.append(session(stub, "s", speech_with_pauses(30.0), pace_s=0.08)))
+    t.start()
+    time.sleep(4)  # steps are flowing
+    core = next(p for p in sidecar.descendants if p.name() == "VLLM::EngineCore")
+    core.kill()
+    assert sidecar.proc.wait(30) == EXIT_ENGINE_DEAD
+    t.join(30)
+    (result, error), = outcome
+    assert error is not None and error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL)
+    assert "vllm_engine_dead" in sidecar.log.read_text()
+
+
 def test_sidecar_refuses_another_vllm_version(tmp_path: Path, tiny_model: Path) -> None:
     code = ("import sys, vllm; vllm.__version__ = '0.33.0'; from service.cli import main; sys.exit(main())")
     proc = subprocess.run(
