@@ -97,7 +97,8 @@ def configs(draw: st.DrawFn) -> pb.StreamingConfig:
         sample_rate_hz=draw(int32([8000, 16000, 22050, 44100, 48000], [0, 7999, 48001, -16000])),
         audio_channel_count=draw(int32([0, 1, 1, 2, 3], [9, -1])),
         language_code=draw(weighted((8, st.sampled_from(["", "en-US", "EN-us"])),
-                                    (1, st.sampled_from(["fr-FR", "en", "x" * 300])), (1, st.text(max_size=12)))),
+                                    (1, st.sampled_from(["fr-FR", "en", "en-GB", "x" * 300])),
+                                    (1, st.text(max_size=12)))),
         interim_results=draw(st.booleans()),
         enable_word_time_offsets=draw(st.booleans()),
         endpointing=pb.EndpointingConfig(silence_ms=draw(int32([0, 200, 800, MAX_SILENCE_MS],
@@ -203,7 +204,9 @@ def config_error(c: pb.StreamingConfig) -> str | None:
     if c.encoding not in BYTES_PER_SAMPLE or not 8000 <= c.sample_rate_hz <= 48000 \
             or not 0 <= c.audio_channel_count <= 8:
         return "UNSUPPORTED_AUDIO_FORMAT"
-    if (c.language_code and c.language_code.lower() != "en-us") or c.flow_status.interval_ms < 0 \
+    # the fake engine serves en-US: any case, "_" for "-", or a bare "en" (service/session_config.py)
+    if (c.language_code and c.language_code.replace("_", "-").lower() not in ("en-us", "en")) \
+            or c.flow_status.interval_ms < 0 \
             or not 0 <= c.endpointing.silence_ms <= MAX_SILENCE_MS \
             or seconds(c.limits.max_duration) < 0 or seconds(c.limits.idle_timeout) < 0:
         return "INVALID_CONFIG"
