@@ -136,27 +136,15 @@ def test_abort_leaves_no_request_in_the_engine(h: Harness) -> None:
 # Each 80 ms step's engine input: built directly (the default) or by vLLM's renderer (chunk_render.py).
 
 def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]:
-    """The step prompts vLLM's own realtime buffer makes of this audio (the first carries the prefix)."""
+    """The first step prompts vLLM's own realtime buffer makes of this audio (the first carries the prefix),
+    in frames that do not fall on the model's 80 ms."""
     import numpy as np
 
-    llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
+    from engine_sidecar.voxtral.steps import vllm_prompts
 
-    async def go() -> list[dict[str, Any]]:
-        feedback: asyncio.Queue[list[int]] = asyncio.Queue()
-
-        async def audio() -> Any:
-            for i in range(0, len(pcm), 2 * 1333):  # frames that do not fall on the model's 80 ms
-                yield np.frombuffer(pcm[i:i + 2 * 1333], dtype="<i2").astype(np.float32) / 32768.0
-
-        out: list[dict[str, Any]] = []
-        async for prompt in model_cls.buffer_realtime_audio(audio(), feedback, llm.model_config):
-            out.append(prompt)
-            feedback.put_nowait([7 + len(out) % 5])
-            if len(out) == steps:
-                break
-        return out
-
-    return h.run(go())
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+    chunks = [samples[i:i + 1333] for i in range(0, len(samples), 1333)]
+    return h.run(vllm_prompts(h.engine._ctx.model_cls, h.engine._ctx.llm.model_config, chunks))[:steps]
 
 
 def test_direct_step_inputs_equal_vllms_renderer(h: Harness) -> None:
