@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -20,27 +21,32 @@ from .capacity import CapacityAudit, CapacityCounts
 from .clock import Clock
 from .config import Config
 from .engine_pool import EnginePool
-from .events import ClientInput, EndReason, SessionOutput
+from .events import ClientInput, Ended, EndReason, SessionOutput
 from .peers import ResumeRelay
 from .security import Tenant, current_tenant
 from .session.channels import AnySession, new_session
 from .session.engine_source import EngineSource
 from .session.sidecar_engines import SidecarEngines
 from .session_config import MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
+from .tenant_quota import LocalQuotas, QuotaLedgerUnreachable, Quotas
 
 log = structlog.get_logger("api")
+QUOTA_GIVE_WAIT_S = 2.0  # a session's end waits at most this for the workers' parent to take its quota back
 
 
 class SpeechServicer(speech_pb2_grpc.SpeechServicer):
     def __init__(self, config: Config, pool: EnginePool, clock: Clock,
-                 on_capacity_change: Callable[[], None] = lambda: None, relay: ResumeRelay | None = None) -> None:
+                 on_capacity_change: Callable[[], None] = lambda: None, relay: ResumeRelay | None = None,
+                 quotas: Quotas | None = None) -> None:
         self._config = config
+        self._quotas: Quotas = quotas or LocalQuotas()  # per-tenant session counts (the parent's, for workers)
         self._relay = relay  # one of several workers: resumes of the others' sessions go to their owner
         self._pool = pool
         self._engines: EngineSource = SidecarEngines(pool, config.engine_transport)
         self._clock = clock
         self._sessions: dict[str, AnySession] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
+        self._quota_gives: dict[str, asyncio.Future[bool]] = {}  # session id → its give, until answered
         self._slots_of: dict[str, int] = {}  # session id → sessions it counts as (one per recognized channel)
         self._starting = 0  # admitted sessions still opening their engine link (not yet in _sessions)
         self._no_sessions = asyncio.Event()
@@ -82,8 +88,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         """After a sidecar status: compare the three counts (see service/capacity.py)."""
         self.capacity.check(self.capacity_counts())
 
-    def _admit(self, tenant: Tenant | None, slots: int = 1) -> None:
-        """All of a session's `slots` or none."""
+    def _admit(self, slots: int = 1) -> None:
+        """All of a session's `slots` or none (the tenant's quota is asked after: _take_quota)."""
         c = self._config
         if self.draining:
             raise errors.unavailable(errors.DRAINING, "server is draining; connect to another instance",
@@ -94,15 +100,38 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         limit = self._limit()
         if self.held + slots > limit:
             raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
-        if tenant is not None:
-            quota = tenant.max_sessions or c.tenant_max_sessions
-            if quota and sum(self._slots_of.get(s, 1) for s, t in self._tenant_of.items() if t == tenant.name) \
-                    + slots > quota:
-                raise errors.session_quota(tenant.name, quota)
+
+    def _give_quota(self, session_id: str) -> None:
+        given = self._quotas.give_back(session_id)
+        if given is not None:  # the parent's book: the session's end waits for it (_quota_given)
+            self._quota_gives[session_id] = given
+            given.add_done_callback(lambda _: self._quota_gives.pop(session_id, None))
+
+    async def _quota_given(self, session_id: str) -> None:
+        """Until the parent's book has the session's slots back, so that its client, once it sees the end, may
+        start another session on any worker (as on one process, where that is so at once)."""
+        given = self._quota_gives.get(session_id)
+        if given is not None:
+            with contextlib.suppress(Exception):  # lost: the parent gave back all of this worker's slots
+                await asyncio.wait_for(asyncio.shield(given), QUOTA_GIVE_WAIT_S)
+
+    async def _take_quota(self, session_id: str, tenant: Tenant, slots: int) -> None:
+        """The tenant's quota, counted across every worker of this service."""
+        quota = tenant.max_sessions or self._config.tenant_max_sessions
+        try:
+            taken = await self._quotas.take(session_id, tenant.name, slots, quota)
+        except QuotaLedgerUnreachable as exc:  # the parent is gone: this worker is being stopped
+            log.error("tenant_quota_ledger_unreachable", error=str(exc))
+            raise errors.unavailable(errors.DRAINING, "this server is stopping (its worker supervisor is gone); "
+                                     "connect again", self._config.retry_delay_s) from exc
+        if not taken:
+            raise errors.session_quota(tenant.name, quota)
+        self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
 
     def _session_ended(self, session: AnySession) -> None:
         self._sessions.pop(session.resume_token, None)
-        self._tenant_of.pop(session.session_id, None)
+        if self._tenant_of.pop(session.session_id, None) is not None:
+            self._give_quota(session.session_id)
         self._slots_of.pop(session.session_id, None)
         session.record_metrics()
         if not self._sessions:
@@ -125,20 +154,22 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             log.info("session_resumed", after_seq=msg.resume_last_seq, audio_bytes=msg.resume_audio_bytes)
             return session, msg.resume_last_seq
         cfg = validate(msg, self._config, self._languages())
-        self._admit(tenant, cfg.slots)
+        self._admit(cfg.slots)
         session_id = uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(session_id=session_id)
-        session = new_session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended,
-                              token_prefix=self._relay.role.token_prefix if self._relay else "")
-        if tenant is not None:
-            self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
         self._slots_of[session_id] = cfg.slots
         self._starting += cfg.slots  # holds its slots while it starts: a burst cannot all pass _admit at once
         self._on_capacity_change()
         try:
+            if tenant is not None:
+                await self._take_quota(session_id, tenant, cfg.slots)
+            session = new_session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended,
+                                  token_prefix=self._relay.role.token_prefix if self._relay else "")
             started = await session.start()
         except BaseException:  # refused, failed, or the client hung up meanwhile (start() closed its link)
-            self._tenant_of.pop(session_id, None)
+            if tenant is not None:  # also where the take was cancelled before it answered
+                self._tenant_of.pop(session_id, None)
+                self._give_quota(session_id)
             self._slots_of.pop(session_id, None)
             self._starting -= cfg.slots
             self._on_capacity_change()
@@ -168,6 +199,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                 # Out of band (seq 0, not in the replayable log): this stream continues an existing session.
                 yield 0, replace(session.started, resumed=True), session.cfg
             async for entry in session.log.read(after_seq):
+                if isinstance(entry.item, Ended):
+                    await self._quota_given(session.session_id)
                 yield entry.seq, entry.item, session.cfg
             completed = True
         finally:

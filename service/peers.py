@@ -39,6 +39,10 @@ class WorkerRole:
     def socket(self, index: int | None = None) -> Path:
         return Path(self.peer_dir) / f"worker-{self.index if index is None else index}.sock"
 
+    def quota_socket(self) -> Path:
+        """The parent's per-tenant session book (service/tenant_quota.py)."""
+        return Path(self.peer_dir) / "quota.sock"
+
     @property
     def token_prefix(self) -> str:
         return f"w{self.index}."  # token_urlsafe never contains "."

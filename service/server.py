@@ -26,6 +26,7 @@ from .engine_pool import EnginePool
 from .limits import TRANSPORT_WINDOW
 from .peers import ResumeRelay, WorkerRole
 from .security import Security
+from .tenant_quota import SharedQuotas
 
 log = structlog.get_logger("server")
 # Clients may ping this often (the Python client pings every 20 s); gRPC's default, 5 min, answers
@@ -61,7 +62,9 @@ class Server:
         # One engine sidecar, or several (--engines / --gpus): sessions are placed across them.
         self._pool = EnginePool(config, self._on_engine_ready, self._on_engine_status)
         relay = ResumeRelay(worker, config.max_message_bytes) if worker else None
-        self._speech = SpeechServicer(config, self._pool, clock or SystemClock(), self._refresh_readiness, relay)
+        self._quotas = SharedQuotas(worker.quota_socket()) if worker else None  # one count across workers
+        self._speech = SpeechServicer(config, self._pool, clock or SystemClock(), self._refresh_readiness, relay,
+                                      self._quotas)
         self._ready = False  # readiness as last set
         self._grpc: grpc.aio.Server | None = None
         self._stop = asyncio.Event()
@@ -147,5 +150,7 @@ class Server:
         await self._health.enter_graceful_shutdown()
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)
+        if self._quotas is not None:
+            await self._quotas.close()
         await self._pool.stop()
         log.info("stopped")

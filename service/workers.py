@@ -9,12 +9,14 @@ host:port with SO_REUSEPORT, so the kernel spreads connections across them. The 
   EnginePool (restart with backoff); the workers attach to the same sockets in `--sidecar-external` mode
   and wait for them across restarts;
 - restarts a worker that died (with backoff); its sessions are lost, as a single process's would be;
+- keeps the one count of each tenant's sessions that every worker's admission asks
+  (service/tenant_quota.py), so a tenant's quota holds across workers as on one process;
 - forwards SIGTERM/SIGINT to the workers (each drains its sessions), then stops the sidecar; SIGHUP too
   (each worker reloads its TLS files and tokens).
 
 Admission is exact across workers because the sidecar is the authority: it gets --max-sessions as its slot
 count and refuses the session past it (RESOURCE_EXHAUSTED → UNAVAILABLE/CAPACITY, as on one process).
-See docs in README ("Several service workers") for what is per worker (health, metrics, quotas).
+See docs in README ("Several service workers") for what is per worker (health, metrics).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 import structlog
 
 from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
+from engine_api.sockets import private_umask
 
 from .config import Config
 from .engine_pool import EnginePool
@@ -42,6 +45,7 @@ from .logs import relay_lines
 from .peers import WorkerRole
 from .private_dirs import make_private_dir
 from .sidecar_process import SidecarStartError
+from .tenant_quota import QuotaServer
 
 log = structlog.get_logger("workers")
 WORKER_MODULE = "service.worker_main"
@@ -83,6 +87,8 @@ class Workers:
         self._config = config
         self._dir = make_private_dir("workers-")  # 0700: the engine and worker sockets
         self._holder: socket.socket | None = None
+        # Per-tenant session quotas, counted once for every worker (service/tenant_quota.py).
+        self._quotas = QuotaServer(WorkerRole(0, config.workers, str(self._dir)).quota_socket())
         self._engines: EnginePool | None = None
         self._worker_config = config
         self._procs: list[asyncio.subprocess.Process | None] = [None] * config.workers
@@ -118,6 +124,8 @@ class Workers:
             self._engines = EnginePool(replace(c, sidecar_socket=engine_socket), _log_engine_ready)
             worker = replace(worker, sidecar_external=True, sidecar_socket=engine_socket)
         self._worker_config = worker
+        with private_umask():
+            await self._quotas.start()
         await asyncio.gather(*(self._spawn(i) for i in range(c.workers)))
         print(f"voxgate listening on {c.host}:{self.port}", flush=True)
         log.info("listening", host=c.host, port=self.port, workers=c.workers, engine=c.engine)
@@ -188,6 +196,7 @@ class Workers:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._quotas.stop()
         if self._engines is not None:
             await self._engines.stop()
         if self._holder is not None:

@@ -160,8 +160,8 @@ def requests_until(stop: threading.Event, first: pb.StreamingRecognizeRequest, a
 
 
 def recognize(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],
-              timeout: float = 120) -> list[pb.StreamingRecognizeResponse]:
-    return list(stub.StreamingRecognize(iter(requests), timeout=timeout))
+              timeout: float = 120, metadata: Sequence[tuple[str, str]] = ()) -> list[pb.StreamingRecognizeResponse]:
+    return list(stub.StreamingRecognize(iter(requests), timeout=timeout, metadata=metadata))
 
 
 def resume_stream(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],

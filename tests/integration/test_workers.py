@@ -7,6 +7,7 @@ parent's children and use those sockets to reach a chosen worker, which SO_REUSE
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service.bench.driver import OWN_CONNECTION
+from service.security import hash_token
 from tests.helpers import (
     ROOT,
     SPEECH_SERVICE,
@@ -31,6 +33,7 @@ from tests.helpers import (
     child_pids,
     config_request,
     error_reason,
+    fake_script,
     final_text,
     hold_stream,
     read_wav_pcm,
@@ -228,6 +231,54 @@ def test_voxgate_bench_spreads_its_sessions_over_the_workers(server: ServerProce
         if all(after[w] > before[w] for w in (0, 1)):
             return
     raise AssertionError(f"each run's bench sessions all landed on one worker: last {before} -> {after}")
+
+
+def wait_restarted(server: ServerProcess, index: int, old_pid: int) -> Worker:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = workers(server)
+        if len(now) == 2 and now[index].pid != old_pid:
+            now[index].wait_ready()
+            return now[index]
+        time.sleep(0.1)
+    raise AssertionError(f"worker {index} was not restarted")
+
+
+def test_a_tenants_quota_holds_across_workers_and_a_dead_worker_gives_its_slots_back(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tenants": {"acme": {"tokens": [hash_token("acme-1")], "max_sessions": 2},
+                                              "globex": {"tokens": [hash_token("globex-1")]}}}))
+    acme, globex = (("authorization", "Bearer acme-1"),), (("authorization", "Bearer globex-1"),)
+    server = start_server(tmp_path, "--workers", "2", "--auth-tokens-file", str(tokens), "--max-sessions", "8",
+                          engine="fake", model=fake_script(tmp_path, words=[["hello", 300]]))
+    held = []
+    try:
+        w0, w1 = workers(server)
+        for w in (w0, w1):
+            w.wait_ready()
+        held = [hold_stream(grpc.insecure_channel(f"unix:{w.socket}"), acme) for w in (w0, w1)]
+        for w in (w0, w1):  # each worker holds one of acme's two: neither may admit a third
+            with pytest.raises(grpc.RpcError) as info:
+                recognize(w.stub(), [config_request()], metadata=acme, timeout=30)
+            assert error_reason(info.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "SESSION_QUOTA")
+        other = hold_stream(grpc.insecure_channel(f"unix:{w0.socket}"), globex)  # another tenant: room
+        assert other.release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        assert held.pop(0).release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        assert recognize(w1.stub(), [config_request()], metadata=acme)[-1].ended.reason == \
+            pb.SESSION_END_REASON_CLIENT_END, "the slot worker 0 gave back is worker 1's to use"
+
+        os.kill(w1.pid, signal.SIGKILL)  # its session of acme's is gone with it, and so is its slot
+        held.pop().stop_sending()
+        w1 = wait_restarted(server, 1, w1.pid)
+        assert '"event": "quota_slots_released"' in server.log()
+        held = [hold_stream(grpc.insecure_channel(f"unix:{w.socket}"), acme) for w in (w0, w1)]
+        with pytest.raises(grpc.RpcError) as info:
+            recognize(w0.stub(), [config_request()], metadata=acme, timeout=30)
+        assert error_reason(info.value)[:2] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "SESSION_QUOTA")
+    finally:
+        for stream in held:
+            stream.stop_sending()
+        server.stop()
 
 
 # Last: it stops the module's server.

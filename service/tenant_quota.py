@@ -1,0 +1,215 @@
+"""Per-tenant session quotas, counted once for the whole service.
+
+On one process the count is this process's sessions. Under `voxgate serve --workers N` each worker admits
+its own sessions, so a count per worker would let a tenant hold N times its quota: the parent keeps the one
+book (`QuotaServer`, a Unix socket in its 0700 directory) and every worker takes and gives back its sessions'
+slots there (`SharedQuotas`). Each worker is one connection: when a worker dies its connection closes and
+every slot it held is given back at once, as its sessions are gone with it.
+
+The protocol is one JSON object per line, each answered `{"ok": bool}` in order: `{"take": id, "tenant": t,
+"slots": n, "quota": q}` and `{"give": id}`. A session's end reaches its client only once its give is
+answered (service/api.py), so a client that saw its session end may start the next one on any worker, as on
+one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+log = structlog.get_logger("quotas")
+MAX_LINE_BYTES = 4096  # a tenant name and a session id: far less; longer is a broken peer
+
+
+@dataclass
+class _Held:
+    tenant: str
+    slots: int
+
+
+@dataclass
+class QuotaBook:
+    """Slots held per tenant, by holder (a worker's connection) and session id."""
+
+    _held: dict[tuple[object, str], _Held] = field(default_factory=dict)
+    _per_tenant: dict[str, int] = field(default_factory=dict)
+
+    def take(self, holder: object, session_id: str, tenant: str, slots: int, quota: int) -> bool:
+        """All `slots` for the session, or none when they would take `tenant` past `quota` (0: no quota)."""
+        held = self._per_tenant.get(tenant, 0)
+        if quota and held + slots > quota:
+            return False
+        self.give_back(holder, session_id)  # the same id twice counts once
+        self._held[(holder, session_id)] = _Held(tenant, slots)
+        self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + slots
+        return True
+
+    def give_back(self, holder: object, session_id: str) -> None:
+        entry = self._held.pop((holder, session_id), None)
+        if entry is not None:
+            left = self._per_tenant[entry.tenant] - entry.slots
+            if left:
+                self._per_tenant[entry.tenant] = left
+            else:
+                del self._per_tenant[entry.tenant]
+
+    def drop(self, holder: object) -> int:
+        """Give back everything `holder` held (its worker is gone); how many slots that was."""
+        ids = [sid for h, sid in self._held if h is holder]
+        slots = sum(self._held[(holder, sid)].slots for sid in ids)
+        for sid in ids:
+            self.give_back(holder, sid)
+        return slots
+
+    def held(self, tenant: str) -> int:
+        return self._per_tenant.get(tenant, 0)
+
+
+class Quotas(Protocol):
+    async def take(self, session_id: str, tenant: str, slots: int, quota: int) -> bool: ...
+
+    def give_back(self, session_id: str) -> asyncio.Future[bool] | None:
+        """Gives the session's slots back; a future when that is not done yet (done: others see them free)."""
+
+
+class LocalQuotas:
+    """One process: the book is this process's."""
+
+    def __init__(self) -> None:
+        self.book = QuotaBook()
+
+    async def take(self, session_id: str, tenant: str, slots: int, quota: int) -> bool:
+        return self.book.take(self, session_id, tenant, slots, quota)
+
+    def give_back(self, session_id: str) -> None:
+        self.book.give_back(self, session_id)
+
+
+class QuotaLedgerUnreachable(ConnectionError):
+    pass
+
+
+class SharedQuotas:
+    """A worker's view of the parent's book: one connection; every line is answered, in order."""
+
+    def __init__(self, socket: Path) -> None:
+        self._socket = socket
+        self._writer: asyncio.StreamWriter | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._answers: deque[asyncio.Future[bool]] = deque()  # one per line sent, in order
+        self._connecting = asyncio.Lock()
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        async with self._connecting:
+            if self._writer is None:
+                reader, self._writer = await asyncio.open_unix_connection(str(self._socket), limit=MAX_LINE_BYTES)
+                self._reading = asyncio.create_task(self._read_answers(reader, self._writer))
+            return self._writer
+
+    async def _read_answers(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: Exception = ConnectionError("the quota ledger closed the connection")
+        try:
+            while line := await reader.readline():
+                answer = bool(json.loads(line)["ok"])
+                future = self._answers.popleft()
+                if not future.done():  # a cancelled take's answer is dropped (its caller gives it back)
+                    future.set_result(answer)
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            error = exc
+        finally:  # the parent dropped what this connection held: nothing pending can be answered now
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            while self._answers:
+                future = self._answers.popleft()
+                if not future.done():
+                    future.set_exception(QuotaLedgerUnreachable(f"{type(error).__name__}: {error}"))
+
+    def _ask(self, writer: asyncio.StreamWriter, msg: dict[str, object]) -> asyncio.Future[bool]:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._answers.append(future)
+        writer.write(_line(msg))
+        return future
+
+    async def take(self, session_id: str, tenant: str, slots: int, quota: int) -> bool:
+        """Asks the parent. Cancelled meanwhile, the caller gives the slots back: the give follows the take
+        on the connection."""
+        try:
+            writer = await self._connect()
+        except OSError as exc:
+            raise QuotaLedgerUnreachable(f"{type(exc).__name__}: {exc}") from exc
+        return await self._ask(writer, {"take": session_id, "tenant": tenant, "slots": slots, "quota": quota})
+
+    def give_back(self, session_id: str) -> asyncio.Future[bool] | None:
+        """Sent at once, in order with any take; None when there is no connection (its loss gave it back)."""
+        if self._writer is None or self._writer.is_closing():
+            return None
+        future = self._ask(self._writer, {"give": session_id})
+        future.add_done_callback(_retrieve)
+        return future
+
+    async def close(self) -> None:
+        writer, reading = self._writer, self._reading
+        self._writer = None
+        if writer is not None:
+            writer.close()
+        if reading is not None:
+            await asyncio.gather(reading, return_exceptions=True)
+
+
+def _retrieve(future: asyncio.Future[bool]) -> None:
+    """A give's failure is no news (a lost connection gave everything back): no 'never retrieved' warning."""
+    if not future.cancelled():
+        future.exception()
+
+
+class QuotaServer:
+    """The parent's book, served to its workers on a Unix socket."""
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+        self.book = QuotaBook()
+        self._server: asyncio.Server | None = None
+        self._peers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._serve, str(self.socket), limit=MAX_LINE_BYTES)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()  # stops listening; the workers' connections are closed here (3.11 keeps them)
+            for writer in list(self._peers):
+                writer.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        holder = object()
+        self._peers.add(writer)
+        try:
+            while line := await reader.readline():
+                msg = json.loads(line)
+                if "take" in msg:
+                    ok = self.book.take(holder, str(msg["take"]), str(msg["tenant"]), int(msg["slots"]),
+                                        int(msg["quota"]))
+                    writer.write(_line({"ok": ok}))
+                    await writer.drain()
+                else:
+                    self.book.give_back(holder, str(msg["give"]))
+                    writer.write(_line({"ok": True}))
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # a broken or killed worker
+            log.warning("quota_peer_error", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._peers.discard(writer)
+            if slots := self.book.drop(holder):
+                log.info("quota_slots_released", slots=slots, why="worker connection closed")
+            writer.close()
+
+
+def _line(msg: dict[str, object]) -> bytes:
+    return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
