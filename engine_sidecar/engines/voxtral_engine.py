@@ -26,7 +26,7 @@ from engine_api.status import EngineStatus, SessionStat
 
 from ..engine import EngineCounters
 from ..reanchor.guards import config_problems
-from ..voxtral import chunk_render, step_driver
+from ..voxtral import chunk_render, step_driver, steps, token_text
 from ..voxtral.admission import kv_sessions, lag_refusal
 from ..voxtral.core_calls import ABORT_CLIENT_METHOD
 from ..voxtral.frontend_client import FrontEndClient
@@ -121,7 +121,9 @@ class VoxtralEngine:
             log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
         render, render_mode = await chunk_render.choose(llm, self.options.chunk_render)
-        driver = await step_driver.choose(llm, model_cls, render, request_params(model_cls, None, None),
+        pieces, detokenizer = token_text.choose(llm.renderer.tokenizer, llm.model_config.get_vocab_size(),
+                                                steps.prompt_tokens(llm.model_config), self.options.detokenizer)
+        driver = await step_driver.choose(llm, model_cls, render, request_params(model_cls, None, None, pieces),
                                           self.options.step_driver)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
@@ -139,7 +141,7 @@ class VoxtralEngine:
             flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None,
             fallback_rollover=budget,
             request_prefix="voxgate" if self._client is None else self._client.request_prefix, render=render,
-            direct_tasks=await llm.get_supported_tasks() if driver == "direct" else None)
+            direct_tasks=await llm.get_supported_tasks() if driver == "direct" else None, token_pieces=pieces)
         self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
                                languages=LANGUAGES, frame_ms=geometry.frame_ms,
                                transcription_delay_ms=geometry.delay_ms, position_mode=mode.mode,
@@ -151,7 +153,8 @@ class VoxtralEngine:
             log.warning("reanchor_unavailable", reason=mode.reason, fallback="rollover")
         log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
                  position_mode=mode.mode, request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
-                 blank_token_id=geometry.blank_token_id, chunk_render=render_mode, step_driver=driver)
+                 blank_token_id=geometry.blank_token_id, chunk_render=render_mode, step_driver=driver,
+                 detokenizer=detokenizer)
 
     def _share(self, capacity: int) -> int:
         """This front end's part of the engine core's capacity (all of it with one front end). A static split, not

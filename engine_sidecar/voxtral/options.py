@@ -59,6 +59,9 @@ class VoxtralOptions:
     # How the steps reach vLLM (voxtral/step_driver.py): "direct" sends each step's request from the request's
     # own task (checked byte-equal to vLLM's at start-up, else vLLM's is used), "vllm" via AsyncLLM.generate.
     step_driver: str = "direct"
+    # Each output token's text (voxtral/token_text.py): "own" from cached pieces with vLLM asked not to
+    # detokenize (checked equal to vLLM's text at start-up, else vLLM's is used), "vllm" vLLM's detokenizer.
+    detokenizer: str = "own"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
@@ -93,6 +96,8 @@ class VoxtralOptions:
             raise ValueError("chunk_render must be 'direct' or 'vllm'")
         if self.step_driver not in ("direct", "vllm"):
             raise ValueError("step_driver must be 'direct' or 'vllm'")
+        if self.detokenizer not in ("own", "vllm"):
+            raise ValueError("detokenizer must be 'own' or 'vllm'")
         if self.frontends < 1 or self.frontend_spares < 0:
             raise ValueError("frontends must be >= 1 and frontend_spares >= 0")
         if self.frontends > self.max_num_seqs:

@@ -33,6 +33,7 @@ from .reanchor_link import PositionChoice, ReanchorEvent, StreamListener
 from .rollover import RolloverPolicy
 from .stream import RequestStream
 from .timing import StreamGeometry
+from .token_text import TokenPieces
 from .watchdog import FREEZE, RUT, Watchdog
 
 log = structlog.get_logger("voxtral")
@@ -62,6 +63,7 @@ class EngineContext:
     request_prefix: str = "voxgate"  # of every request id; one per front end sharing an engine core
     render: Render | None = None  # each step's prompt -> engine input (chunk_render.py); None: vLLM's renderer
     direct_tasks: Any = None  # the engine's supported tasks where the direct step driver is in effect, else None
+    token_pieces: TokenPieces | None = None  # each token's text (token_text.py); None: vLLM detokenizes
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
@@ -158,7 +160,7 @@ class VoxtralSession:
         stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
                                {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor,
                                prefix=self._ctx.request_prefix, render=self._ctx.render,
-                               direct_tasks=self._ctx.direct_tasks)
+                               direct_tasks=self._ctx.direct_tasks, pieces=self._ctx.token_pieces)
         if reanchor:
             self._ctx.reanchor_listeners[stream.request_id] = StreamListener(
                 lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure))

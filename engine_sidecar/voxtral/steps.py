@@ -95,6 +95,14 @@ class RealtimeSteps:
         return {"prompt_token_ids": tokens, "multi_modal_data": {"audio": (audio[:frame_size], None)}}
 
 
+def prompt_tokens(model_config: Any) -> list[int]:
+    """A realtime request's prompt: the start of an instruct sequence and the streaming prefix."""
+    from vllm.tokenizers import cached_tokenizer_from_config
+
+    tokenizer = cached_tokenizer_from_config(model_config)
+    return list(tokenizer.instruct.start() + tokenizer.instruct.audio_encoder.encode_streaming_tokens())
+
+
 def make_steps(model_cls: Any, model_config: Any) -> RealtimeSteps:
     """A stepper with the geometry vLLM's realtime buffer would have for this model (its cap included: the
     buffer class is the one re-anchoring uncaps)."""
@@ -103,11 +111,11 @@ def make_steps(model_cls: Any, model_config: Any) -> RealtimeSteps:
 
     tokenizer = cached_tokenizer_from_config(model_config)
     encoder = tokenizer.instruct.audio_encoder
-    prompt_tokens = list(tokenizer.instruct.start() + encoder.encode_streaming_tokens())
+    prompt = prompt_tokens(model_config)
     left, right = encoder.get_padding_audio()
-    buffer = voxtral_realtime.VoxtralRealtimeBuffer(encoder.audio_config, prompt_tokens,
+    buffer = voxtral_realtime.VoxtralRealtimeBuffer(encoder.audio_config, prompt,
                                                     max_model_len=model_config.max_model_len)
-    return RealtimeSteps(buffer, left.audio_array, right.audio_array, prompt_tokens)
+    return RealtimeSteps(buffer, left.audio_array, right.audio_array, prompt)
 
 
 def sample_audio(seconds: float, seed: int = 0, chunk: int = 1333) -> list[np.ndarray]:

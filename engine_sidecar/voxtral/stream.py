@@ -26,6 +26,7 @@ from ..reanchor.settings import REQUEST_TAG
 from .chunk_render import Render, vllm_render
 from .step_driver import DirectRequest
 from .steps import RealtimeSteps, make_steps
+from .token_text import TokenPieces, TokenText
 
 TokenSink = Callable[["RequestStream", int, int, str], Awaitable[None]]
 
@@ -38,8 +39,10 @@ class RequestStream:
     def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
                  predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None,
                  reanchor: bool = False, prefix: str = "voxgate", render: Render | None = None,
-                 direct_tasks: Any = None) -> None:
+                 direct_tasks: Any = None, pieces: TokenPieces | None = None) -> None:
         self._llm = llm
+        self._pieces = pieces
+        self._text = TokenText(pieces) if pieces is not None else None  # None: vLLM's detokenized text
         # direct_tasks: the engine's supported tasks where the direct driver is in effect, else None
         self._direct_tasks = direct_tasks
         self._steps: RealtimeSteps | None = make_steps(model_cls, llm.model_config) if direct_tasks else None
@@ -108,7 +111,8 @@ class RequestStream:
                 self._predecessor = None
             if on_start is not None:
                 await on_start()
-            params = request_params(self._model_cls, self._logit_bias, self.request_id if self._reanchor else None)
+            params = request_params(self._model_cls, self._logit_bias, self.request_id if self._reanchor else None,
+                                    self._pieces)
             if self._steps is not None:
                 await self._run_direct(sink, params, self._steps)
             else:
@@ -162,18 +166,19 @@ class RequestStream:
         return list(completion.token_ids) if completion is not None and completion.token_ids else []
 
     async def _emit(self, sink: TokenSink, out: Any, ids: list[int]) -> None:
-        text = out.outputs[0].text
+        text = out.outputs[0].text if self._text is None else "".join(self._text.next(i) for i in ids)
         for i, token_id in enumerate(ids):
             await sink(self, self.tokens, token_id, text if i == len(ids) - 1 else "")
             self.tokens += 1
 
 
-def request_params(model_cls: Any, logit_bias: dict[int, float] | None, reanchor_tag: str | None) -> Any:
+def request_params(model_cls: Any, logit_bias: dict[int, float] | None, reanchor_tag: str | None,
+                   pieces: TokenPieces | None = None) -> Any:
     """A realtime request's sampling parameters (greedy, one delta per output; the re-anchor tag routes the
-    engine core's re-anchor news back to the request)."""
+    engine core's re-anchor news back to the request; with our own token pieces vLLM does not detokenize)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     return SamplingParams(temperature=0.0, max_tokens=model_cls.realtime_max_tokens,
-                          output_kind=RequestOutputKind.DELTA, logit_bias=logit_bias,
+                          output_kind=RequestOutputKind.DELTA, logit_bias=logit_bias, detokenize=pieces is None,
                           extra_args={REQUEST_TAG: reanchor_tag} if reanchor_tag else None)

@@ -228,6 +228,38 @@ def test_direct_and_vllm_step_drivers_give_the_same_tokens(h: Harness, make_harn
     assert len(set(direct.token_ids)) > 5, "a degenerate model would make this test meaningless"
 
 
+# Each token's text: our cached pieces (the default where checked equal) or vLLM's detokenizer.
+
+def test_own_token_text_equals_vllms_detokenizer(h: Harness) -> None:
+    from engine_sidecar.voxtral import steps, token_text
+
+    pieces = h.engine._ctx.token_pieces
+    assert pieces is not None, "our own token text should be in effect"
+    llm = h.engine._ctx.llm
+    tokenizer, prompt = llm.renderer.tokenizer, steps.prompt_tokens(llm.model_config)
+    for seed in range(4):  # specials, single bytes (UTF-8 lead and continuation bytes), merged pieces
+        ids = token_text.sample_ids(len(tokenizer), tokenizer.tokenizer.num_special_tokens, 5000, seed)
+        theirs = token_text.vllm_texts(tokenizer, prompt, ids)
+        assert token_text.own_texts(pieces, ids) == theirs, seed
+        assert sum(map(bool, theirs)) > 1000 and any("\ufffd" in t for t in theirs), "every path was taken"
+    # ... and the comparison sees a difference where there is one: a byte token given out at once.
+    byte = next(i for i in range(tokenizer.tokenizer.num_special_tokens, len(tokenizer))
+                if (p := pieces.get(i)) is not None and not p[0])
+    wrong = token_text.TokenPieces(tokenizer)
+    wrong._cache[byte] = ("\ufffd", pieces.get(byte)[1])  # type: ignore[index]
+    assert token_text.differences(tokenizer, wrong, prompt)
+    assert token_text.differences(tokenizer, pieces, prompt) == []
+
+
+def test_own_and_vllm_token_text_give_the_same_deltas(h: Harness, make_harness: Any) -> None:
+    by_vllm = make_harness(max_model_len=1024, max_num_seqs=4, emit_empty_deltas=True, detokenizer="vllm")
+    assert by_vllm.engine._ctx.token_pieces is None
+    pcm = noise(6.0, seed=12)
+    ours, theirs = run_one(h, pcm), run_one(by_vllm, pcm)
+    assert [(d.text, d.token_ids) for d in ours.deltas] == [(d.text, d.token_ids) for d in theirs.deltas]
+    assert sum(bool(d.text) for d in ours.deltas) > 10, "a model that says nothing would make this meaningless"
+
+
 def test_the_scheduler_snapshot_stands_in_for_vllms_unserved_prometheus_logger(h: Harness) -> None:
     from vllm.v1.metrics.loggers import PrometheusStatLogger
 
