@@ -31,6 +31,7 @@ from .session_config import MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfi
 from .tenant_quota import LocalQuotas, QuotaLedgerUnreachable, Quotas
 
 log = structlog.get_logger("api")
+CAPABILITIES_WAIT_S = 2.0  # GetCapabilities before any engine status waits this long for one
 QUOTA_GIVE_WAIT_S = 2.0  # a session's end waits at most this for the workers' parent to take its quota back
 
 
@@ -46,6 +47,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._clock = clock
         self._sessions: dict[str, AnySession] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
+        self._status_heard = asyncio.Event()  # an engine's status came (GetCapabilities waits a moment for it)
         self._quota_gives: dict[str, asyncio.Future[bool]] = {}  # session id → its give, until answered
         self._slots_of: dict[str, int] = {}  # session id → sessions it counts as (one per recognized channel)
         self._starting = 0  # admitted sessions still opening their engine link (not yet in _sessions)
@@ -86,6 +88,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
 
     def audit_capacity(self) -> None:
         """After a sidecar status: compare the three counts (see service/capacity.py)."""
+        self._status_heard.set()
         self.capacity.check(self.capacity_counts())
 
     def _admit(self, slots: int = 1) -> None:
@@ -248,7 +251,12 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self, request: pb.GetCapabilitiesRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetCapabilitiesResponse:
         c = self._config
-        status = self._pool.status
+        if self._pool.status is None:  # just started (a worker, a restart): its engine's status is a moment away
+            remaining = context.time_remaining()
+            wait_s = min(CAPABILITIES_WAIT_S, remaining if remaining is not None else CAPABILITIES_WAIT_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._status_heard.wait(), max(0.0, wait_s - 0.1))
+        status = self._pool.status  # still None: no engine has answered yet (no languages to say)
         return pb.GetCapabilitiesResponse(
             encodings=[e.proto for e in Encoding], min_sample_rate_hz=MIN_RATE_HZ, max_sample_rate_hz=MAX_RATE_HZ,
             max_audio_channel_count=MAX_CHANNELS, languages=list(self._languages()),

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -109,7 +110,12 @@ def test_the_service_waits_for_an_external_sidecar_that_starts_late(tmp_path: Pa
         assert healthcheck("--target", target) == 0
         assert healthcheck("--target", target, "--service", "voxgate.v1.Speech") == 1
         assert healthcheck("--socket", str(socket)) == 1
+        started = time.monotonic()  # no engine has answered: capabilities wait a moment, then say what is known
+        assert not server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10).languages
+        assert 1.5 < time.monotonic() - started < 5
         sidecar = start_sidecar(socket, tmp_path / "sidecar.log")
+        # Asked as soon as the sidecar listens: the answer waits for its first status instead of missing it.
+        assert server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10).languages
         server.wait_health(serving=True, timeout_s=20)
         assert healthcheck("--socket", str(socket)) == 0
         assert healthcheck("--target", target, "--service", "voxgate.v1.Speech") == 0
