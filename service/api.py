@@ -88,8 +88,10 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
 
     def audit_capacity(self) -> None:
         """After a sidecar status: compare the three counts (see service/capacity.py)."""
-        self._status_heard.set()
         self.capacity.check(self.capacity_counts())
+
+    def engine_status_heard(self) -> None:
+        self._status_heard.set()
 
     def _admit(self, slots: int = 1) -> None:
         """All of a session's `slots` or none (the tenant's quota is asked after: _take_quota)."""

@@ -81,6 +81,7 @@ class Server:
         self._refresh_readiness()
 
     def _on_engine_status(self) -> None:
+        self._speech.engine_status_heard()
         self._speech.audit_capacity()
         self._refresh_readiness()
 
