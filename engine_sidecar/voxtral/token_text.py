@@ -4,9 +4,10 @@ vLLM detokenizes every output token of every request in its `OutputProcessor` (`
 for Mistral's tokenizer): per token it re-decodes a window of pieces twice, looks the vocabulary size up
 through transformers, and keeps the request's pieces and text for its whole life. Measured in the front end,
 skipping it takes about 8 % off a stream's CPU (docs/benchmarks.md). For Mistral's Tekken tokenizer the
-result is fixed by a token's own piece: a skipped special token has no text; a token whose piece is whole text adds that piece;
-anything else (a byte of a longer UTF-8 character, a token after one) joins the bytes held so far, which are
-given out once they decode without a trailing U+FFFD — exactly what vLLM's window arithmetic amounts to.
+result is fixed by a token's own piece: a skipped special token has no text; a token whose piece is whole
+text adds that piece; anything else (a byte of a longer UTF-8 character, a token after one) joins the bytes
+held so far, which are given out once they decode without a trailing U+FFFD — exactly what vLLM's window
+arithmetic amounts to.
 Every token's piece is asked of vLLM's own tokenizer once (`convert_ids_to_tokens` with skip_special_tokens,
 `convert_tokens_to_string`) and cached.
 
