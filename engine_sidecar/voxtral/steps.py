@@ -86,9 +86,16 @@ class RealtimeSteps:
         while held < frame_size:
             chunk = self._audio.popleft()
             self._audio_samples -= len(chunk)
+            if held + len(chunk) > frame_size:  # the rest waits in the queue: no copy of it per step
+                surplus = chunk[frame_size - held:]
+                self._audio.appendleft(surplus)
+                self._audio_samples += len(surplus)
+                chunk = chunk[:frame_size - held]
             held += len(chunk)
             arrays.append(chunk)
         audio = np.concatenate(arrays)
+        # vLLM's buffer keeps everything past this point as its leftover; the surplus beyond the frame is still
+        # queued here, so the leftover stays look-back + look-ahead long however large a chunk came
         self._leftover = audio[frame_size - self._look_ahead - self._look_back:]
         self._next = None
         tokens = [self._tokens.popleft() for _ in range(num_tokens)]

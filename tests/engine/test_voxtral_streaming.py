@@ -213,10 +213,28 @@ def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:
     rng = np.random.default_rng(3)
     cases = {f"up to {n - 1} samples": np.split(audio, (c := np.cumsum(rng.integers(1, n, size=len(audio))))[
         c < len(audio)]) for n in (2, 50, 700, 1333, 4000, 16000)}
-    for name, chunks in {**cases, "no audio at all": []}.items():
+    for name, chunks in {**cases, "all in one chunk": [audio], "no audio at all": []}.items():
         ours = steps.our_prompts(model_cls, llm.model_config, chunks)
         theirs = h.run(steps.vllm_prompts(model_cls, llm.model_config, chunks))
         assert steps.compare(ours, theirs) == [], name
+
+
+def test_one_huge_chunk_is_not_copied_whole_per_step(h: Harness) -> None:
+    """A minute pushed at once: what the stepper holds back between steps stays look-back + look-ahead long,
+    instead of the rest of the chunk being copied at every step (quadratic in the chunk's length)."""
+    import numpy as np
+
+    from engine_sidecar.voxtral import steps
+
+    llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
+    stepper = steps.make_steps(model_cls, llm.model_config)
+    stepper.add_audio(np.zeros(60 * 16000, dtype=np.float32))
+    held_back, n = [], 0
+    while isinstance(stepper.next_prompt(), dict):
+        held_back.append(len(stepper._leftover))
+        n += 1
+        stepper.add_token(7)
+    assert n > 50 and max(held_back) == stepper._look_back + stepper._look_ahead
 
 
 def test_direct_and_vllm_step_drivers_give_the_same_tokens(h: Harness, make_harness: Any) -> None:
