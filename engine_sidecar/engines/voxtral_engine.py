@@ -35,7 +35,7 @@ from ..voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_e
 from ..voxtral.reanchor_link import PositionChoice, ReanchorLink
 from ..voxtral.rollover import BudgetRollover, NoRollover
 from ..voxtral.session import EngineContext, VoxtralSession
-from ..voxtral.stats import SchedulerSnapshot, stat_logger_factory
+from ..voxtral.stats import SchedulerSnapshot, scheduler_stats_only, stat_logger_factory
 from ..voxtral.stream import request_params
 from ..voxtral.timing import geometry_from_tokenizer
 
@@ -107,6 +107,7 @@ class VoxtralEngine:
             if c.orphan_slot is not None:  # the front end this one replaces left its requests holding KV
                 freed = await llm.engine_core.call_utility_async(ABORT_CLIENT_METHOD, c.orphan_slot)
                 log.info("frontend_orphans_aborted", slot=c.orphan_slot, requests=freed)
+        scheduler_stats_only(llm)
         model_cls = get_model_cls(llm.model_config)
         if not getattr(model_cls, "realtime_max_tokens", None):
             raise ValueError(f"{self._model} is not a realtime (streaming) model: {model_cls.__name__}")

@@ -4,12 +4,23 @@ A custom vLLM stat logger keeps the latest SchedulerStats of every engine step.
 It replaces vLLM's Prometheus logger (never served by the sidecar); vLLM's periodic throughput log line
 stays (a single front end only: vLLM drops it with several).
 Parked streaming sessions (WAITING_FOR_STREAMING_REQ) count as "skipped waiting".
+
+A custom logger makes vLLM keep every statistic (`AsyncLLM.log_stats` is forced on): per-request stats in
+the output processor and an `IterationStats` filled per output, in the front end, for loggers that read
+only the scheduler's numbers here. `scheduler_stats_only` turns the front end's share off; the engine core
+goes on sending its scheduler stats with every step.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import dataclass
 from typing import Any
+
+import structlog
+
+log = structlog.get_logger("voxtral")
 
 
 @dataclass
@@ -62,3 +73,21 @@ def stat_logger_factory(snapshot: SchedulerSnapshot) -> Any:
             return None
 
     return SnapshotLogger
+
+
+def scheduler_stats_only(llm: Any) -> bool:
+    """Stop the front end's per-request and per-output statistics (no logger of ours reads them). Called
+    right after AsyncLLM is built, before any request: its output loop, started in the constructor, read
+    `log_stats` then, so it is restarted. False (and vLLM left as it was) where vLLM's internals moved."""
+    processor, handler = getattr(llm, "output_processor", None), getattr(llm, "output_handler", None)
+    if not (hasattr(processor, "log_stats") and hasattr(llm, "_run_output_handler")
+            and (handler is None or isinstance(handler, asyncio.Task)) and not processor.request_states):
+        log.warning("request_stats_kept", reason="vLLM's output processor or output loop is not as expected")
+        return False
+    processor.log_stats = False
+    llm.log_stats = False
+    if handler is not None:
+        handler.cancel()  # it is waiting for the engine core's first output: nothing is in flight yet
+        llm.output_handler = None
+        llm._run_output_handler()
+    return True

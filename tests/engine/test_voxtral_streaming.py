@@ -287,3 +287,21 @@ def test_the_scheduler_snapshot_stands_in_for_vllms_unserved_prometheus_logger(h
     manager = h.engine._ctx.llm.logger_manager
     prometheus = [x for x in manager.stat_loggers if isinstance(x, PrometheusStatLogger)]
     assert [type(x).__name__ for x in prometheus] == ["SnapshotLogger"]  # vLLM's own was not added
+
+
+def test_the_front_end_keeps_no_statistics_nobody_reads(h: Harness) -> None:
+    """A custom stat logger makes vLLM keep per-request and per-output stats in the front end; ours reads the
+    scheduler's only: those are off, while the engine core's scheduler stats still reach the snapshot."""
+    from vllm.v1.metrics.stats import IterationStats
+
+    llm = h.engine._ctx.llm
+    assert not llm.log_stats and not llm.output_processor.log_stats
+    filled: list[int] = []
+    original = IterationStats.update_from_output
+    IterationStats.update_from_output = lambda self, *a, **k: filled.append(1)  # type: ignore[method-assign]
+    try:
+        steps = h.engine.scheduler.steps
+        run_one(h, noise(1.0, seed=3))
+    finally:
+        IterationStats.update_from_output = original  # type: ignore[method-assign]
+    assert filled == [] and h.engine.scheduler.steps > steps
