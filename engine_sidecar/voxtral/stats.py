@@ -14,7 +14,6 @@ goes on sending its scheduler stats with every step.
 from __future__ import annotations
 
 import asyncio
-
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +78,8 @@ def scheduler_stats_only(llm: Any) -> bool:
     """Stop the front end's per-request and per-output statistics (no logger of ours reads them). Called
     right after AsyncLLM is built, before any request: its output loop, started in the constructor, read
     `log_stats` then, so it is restarted. False (and vLLM left as it was) where vLLM's internals moved."""
-    processor, handler = getattr(llm, "output_processor", None), getattr(llm, "output_handler", None)
+    processor: Any = getattr(llm, "output_processor", None)
+    handler = getattr(llm, "output_handler", None)
     if not (hasattr(processor, "log_stats") and hasattr(llm, "_run_output_handler")
             and (handler is None or isinstance(handler, asyncio.Task)) and not processor.request_states):
         log.warning("request_stats_kept", reason="vLLM's output processor or output loop is not as expected")
