@@ -44,30 +44,39 @@ def vllm_render(llm: Any) -> Render:
     return render
 
 
-def direct_render(llm: Any) -> Render:
-    """The same engine input, built in place: no thread pool, no HF processor."""
-    import torch
-    from transformers.feature_extraction_utils import BatchFeature
-    from vllm.inputs.engine import mm_input
-    from vllm.multimodal.inputs import MultiModalFieldConfig, MultiModalKwargsItems, PlaceholderRange
+class DirectRender:
+    """The same engine input, built in place: no thread pool, no HF processor. `frame()` gives a step's audio
+    item and placeholder alone, for the step driver, which needs no engine input for a later step."""
 
-    audio_config = llm.renderer.tokenizer.instruct.audio_encoder.audio_config
-    fields = {"audio_arrays": MultiModalFieldConfig.batched("audio")}
+    def __init__(self, llm: Any) -> None:
+        from vllm.multimodal.inputs import MultiModalFieldConfig
 
-    async def render(prompt: dict[str, Any], tag: str) -> Any:
+        self._audio_config = llm.renderer.tokenizer.instruct.audio_encoder.audio_config
+        self._field = MultiModalFieldConfig.batched("audio").field  # what vLLM's processor declares for it
+
+    def frame(self, prompt: dict[str, Any]) -> tuple[Any, Any]:
+        """The step's audio as vLLM's one multimodal item (a float32 tensor) and its placeholder."""
+        import torch
+        from vllm.multimodal.inputs import MultiModalFieldElem, MultiModalKwargsItem, PlaceholderRange
+
         frame, rate = prompt["multi_modal_data"]["audio"]
         if rate not in (None, SAMPLE_RATE_HZ):  # vLLM would resample; the buffer never asks for it
             raise ValueError(f"a realtime frame at {rate} Hz; the direct renderer takes {SAMPLE_RATE_HZ} Hz")
         samples = np.asarray(frame, dtype=np.float32).ravel()
-        kwargs = MultiModalKwargsItems.from_hf_inputs(
-            BatchFeature({"audio_arrays": [torch.from_numpy(samples)]}), fields)
+        item = MultiModalKwargsItem({"audio_arrays": MultiModalFieldElem(data=torch.from_numpy(samples),
+                                                                         field=self._field)})
+        return item, PlaceholderRange(offset=0, length=self._audio_config.num_audio_tokens(len(samples)))
+
+    async def __call__(self, prompt: dict[str, Any], tag: str) -> Any:
+        from vllm.inputs.engine import mm_input
+        from vllm.multimodal.inputs import MultiModalKwargsItems
+
+        item, placeholder = self.frame(prompt)
         engine_input = mm_input(
-            prompt_token_ids=list(prompt["prompt_token_ids"]), mm_kwargs=kwargs, mm_hashes={"audio": [tag]},
-            mm_placeholders={"audio": [PlaceholderRange(offset=0, length=audio_config.num_audio_tokens(len(samples)))]})
+            prompt_token_ids=list(prompt["prompt_token_ids"]), mm_kwargs=MultiModalKwargsItems({"audio": [item]}),
+            mm_hashes={"audio": [tag]}, mm_placeholders={"audio": [placeholder]})
         engine_input["arrival_time"] = time.time()
         return engine_input
-
-    return render
 
 
 def comparable(engine_input: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,7 +97,7 @@ def comparable(engine_input: Mapping[str, Any]) -> dict[str, Any]:
 
 async def differences(llm: Any, prompts: Iterable[dict[str, Any]]) -> list[str]:
     """Where the direct renderer's input differs from vLLM's for these prompts (empty: identical)."""
-    ours, theirs = direct_render(llm), vllm_render(llm)
+    ours, theirs = DirectRender(llm), vllm_render(llm)
     found: list[str] = []
     for i, prompt in enumerate(prompts):
         a = comparable(await ours(prompt, f"voxgate-render-check-{i}"))
@@ -124,4 +133,4 @@ async def choose(llm: Any, mode: str) -> tuple[Render, str]:
     if problems:
         log.warning("chunk_render_fallback", wanted=mode, used="vllm", problems=problems[:4])
         return vllm_render(llm), "vllm"
-    return direct_render(llm), "direct"
+    return DirectRender(llm), "direct"

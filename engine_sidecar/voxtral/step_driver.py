@@ -16,10 +16,13 @@ the engine core byte for byte; a vLLM where they differ gets its own path back (
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import msgspec
 import structlog
+
+from .chunk_render import DirectRender, Render
 
 log = structlog.get_logger("voxtral")
 
@@ -41,7 +44,8 @@ def collector(output_kind: Any, request_id: str, wake: asyncio.Event) -> Any:
 class DirectRequest:
     """One streaming request: open with the request's params, send() each step's engine input, finish()."""
 
-    def __init__(self, llm: Any, supported_tasks: Any, request_id: str, params: Any, wake: asyncio.Event) -> None:
+    def __init__(self, llm: Any, supported_tasks: Any, request_id: str, params: Any, wake: asyncio.Event,
+                 render: Render) -> None:
         from vllm.inputs import TokensPrompt
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -49,6 +53,10 @@ class DirectRequest:
             raise EngineDeadError()
         self._llm = llm
         self._tasks = supported_tasks
+        self._render = render
+        # the direct renderer's frame parts: a later step then needs no engine input (None: vLLM's renderer)
+        self._frame = render.frame if isinstance(render, DirectRender) else None
+        self.frames = self._frame is not None
         if not params.skip_clone:  # as AsyncLLM: one clone for the request, shared by its steps
             params = params.clone()
             params.skip_clone = True
@@ -66,19 +74,35 @@ class DirectRequest:
         self.sent = 0
         llm._run_output_handler()
 
-    def request(self, engine_input: dict[str, Any]) -> Any:
-        """The EngineCoreRequest for this step: validated by vLLM for the first, derived for the rest."""
-        if self._template is None:
-            req = self._llm.input_processor.process_inputs(
-                request_id=self.internal_id, prompt=engine_input, params=self._params,
-                supported_tasks=self._tasks, resumable=True)
-            req.external_req_id = self.external_id
-            self._template = req
-            return req
-        return derive(self._llm, self._template, engine_input)
+    async def request(self, prompt: dict[str, Any], tag: str) -> Any:
+        """The EngineCoreRequest for this step (`tag` names its audio item): the first rendered and validated
+        by vLLM, each later one derived from it (from the prompt alone with the direct renderer)."""
+        if self._template is not None and self._frame is not None:
+            return self.from_frame(prompt, tag)
+        return self.from_input(await self._render(prompt, tag))
 
-    async def send(self, engine_input: dict[str, Any]) -> None:
-        await self._llm._add_request(self.request(engine_input), engine_input.get("prompt"), None, 0, self.queue)
+    def from_frame(self, prompt: dict[str, Any], tag: str) -> Any:
+        """A later step's request from its prompt and the direct renderer's frame parts."""
+        assert self._frame is not None and self._template is not None
+        item, placeholder = self._frame(prompt)
+        return derive(self._llm, self._template, prompt["prompt_token_ids"], item, placeholder, tag, time.time())
+
+    def from_input(self, engine_input: dict[str, Any]) -> Any:
+        """A step's request from its rendered engine input: vLLM's process_inputs for the first."""
+        if self._template is not None:
+            (item,), (placeholder,) = engine_input["mm_kwargs"]["audio"], engine_input["mm_placeholders"]["audio"]
+            (tag,) = engine_input["mm_hashes"]["audio"]
+            return derive(self._llm, self._template, engine_input["prompt_token_ids"], item, placeholder, tag,
+                          engine_input["arrival_time"])
+        req = self._llm.input_processor.process_inputs(
+            request_id=self.internal_id, prompt=engine_input, params=self._params,
+            supported_tasks=self._tasks, resumable=True)
+        req.external_req_id = self.external_id
+        self._template = req
+        return req
+
+    async def send(self, prompt: dict[str, Any], tag: str) -> None:
+        await self._llm._add_request(await self.request(prompt, tag), None, None, 0, self.queue)
         self.sent += 1
 
     async def finish(self) -> None:
@@ -94,17 +118,16 @@ class DirectRequest:
         await self._llm.abort(self.internal_id, internal=True)
 
 
-def derive(llm: Any, template: Any, engine_input: dict[str, Any]) -> Any:
-    """A later step's request: the first step's, with this step's prompt tokens, audio feature and time."""
+def derive(llm: Any, template: Any, token_ids: Any, item: Any, placeholder: Any, tag: str,
+           arrival_time: float) -> Any:
+    """A later step's request: the first step's, with this step's prompt tokens, audio item, placeholder,
+    item tag and time."""
     from vllm.multimodal.inputs import MultiModalFeatureSpec
 
-    (mm_hash,) = engine_input["mm_hashes"]["audio"]
-    (data,) = engine_input["mm_kwargs"]["audio"]
-    (position,) = engine_input["mm_placeholders"]["audio"]
-    feature = MultiModalFeatureSpec(data=data, modality="audio", mm_position=position, mm_hash=mm_hash,
-                                    identifier=llm.input_processor._get_mm_identifier(mm_hash, None))
-    return msgspec.structs.replace(template, prompt_token_ids=list(engine_input["prompt_token_ids"]),
-                                   mm_features=[feature], arrival_time=engine_input["arrival_time"])
+    feature = MultiModalFeatureSpec(data=item, modality="audio", mm_position=placeholder, mm_hash=tag,
+                                    identifier=llm.input_processor._get_mm_identifier(tag, None))
+    return msgspec.structs.replace(template, prompt_token_ids=list(token_ids), mm_features=[feature],
+                                   arrival_time=arrival_time)
 
 
 def wire(request: Any) -> list[bytes]:
@@ -121,10 +144,10 @@ async def differences(llm: Any, render: Any, params: Any) -> list[str]:
 
     first, later = sample_prompts(llm)
     wake = asyncio.Event()
-    req = DirectRequest(llm, await llm.get_supported_tasks(), "voxgate-step-check", params, wake)
-    req.request(await render(first, "voxgate-step-check-0"))
-    engine_input = await render(later, "voxgate-step-check-1")
-    ours = req.request(engine_input)
+    req = DirectRequest(llm, await llm.get_supported_tasks(), "voxgate-step-check", params, wake, render)
+    await req.request(first, "voxgate-step-check-0")
+    engine_input = await render(later, "voxgate-step-check-1")  # the renderer is checked against vLLM's apart
+    ours = req.from_frame(later, "voxgate-step-check-1") if req.frames else req.from_input(engine_input)
     theirs = llm.input_processor.process_inputs(
         request_id=req.internal_id, prompt=engine_input, params=req._params,
         supported_tasks=await llm.get_supported_tasks(), resumable=True)

@@ -134,7 +134,7 @@ class RequestStream:
         """One task: each output is handed on and fed back, then every step that audio and tokens allow is
         sent; it sleeps until the next output or audio. Ends as generate() does (the finished output)."""
         render = self._render or vllm_render(self._llm)
-        req = DirectRequest(self._llm, self._direct_tasks, self.request_id, params, self._wake)
+        req = DirectRequest(self._llm, self._direct_tasks, self.request_id, params, self._wake, render)
         queue, finishing, finished = req.queue, False, False
         try:
             while not finished:
@@ -146,7 +146,7 @@ class RequestStream:
                         await self._emit(sink, out, ids)
                     continue
                 while not finishing and isinstance(prompt := steps.next_prompt(), dict):
-                    await req.send(await render(prompt, f"{self.request_id}-{req.sent}"))
+                    await req.send(prompt, f"{self.request_id}-{req.sent}")
                 if not finishing and steps.ended:
                     finishing = True
                     await req.finish()

@@ -150,7 +150,7 @@ def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]
 def test_direct_step_inputs_equal_vllms_renderer(h: Harness) -> None:
     from engine_sidecar.voxtral import chunk_render
 
-    assert h.engine._ctx.render is not None and h.engine._ctx.render.__qualname__.startswith("direct_render")
+    assert isinstance(h.engine._ctx.render, chunk_render.DirectRender)
     prompts = realtime_prompts(h, noise(3.0, seed=4), steps=30)
     assert len(prompts) == 30 and len(prompts[0]["prompt_token_ids"]) > 1  # the prefix step is among them
     assert h.run(chunk_render.differences(h.engine._ctx.llm, prompts)) == []
@@ -158,7 +158,7 @@ def test_direct_step_inputs_equal_vllms_renderer(h: Harness) -> None:
     # The comparison sees a difference where there is one: a frame one sample short renders differently.
     frame, rate = prompts[3]["multi_modal_data"]["audio"]
     shorter = {**prompts[3], "multi_modal_data": {"audio": (frame[:-1], rate)}}
-    ours = h.run(chunk_render.direct_render(h.engine._ctx.llm)(shorter, "t"))
+    ours = h.run(chunk_render.DirectRender(h.engine._ctx.llm)(shorter, "t"))
     theirs = h.run(chunk_render.vllm_render(h.engine._ctx.llm)(prompts[3], ""))
     assert chunk_render.comparable(ours) != chunk_render.comparable(theirs)
 
@@ -192,15 +192,20 @@ def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
 
     render = h.engine._ctx.render
     params = request_params(model_cls, {3: 1.5}, "voxgate-x")
+    # later steps straight from the prompt (the direct renderer's frame parts), and through vLLM's renderer
     assert h.run(step_driver.differences(llm, render, params)) == []
+    assert h.run(step_driver.differences(llm, chunk_render.vllm_render(llm), params)) == []
     # A derived request that missed a field would go to the engine core differently.
     first, later = chunk_render.sample_prompts(llm)
-    req = step_driver.DirectRequest(llm, h.engine._ctx.direct_tasks, "t", params, asyncio.Event())
-    req.request(h.run(render(first, "t-0")))
-    engine_input = h.run(render(later, "t-1"))
-    derived, other = req.request(engine_input), req.request({**engine_input, "prompt_token_ids": [5]})
+    req = step_driver.DirectRequest(llm, h.engine._ctx.direct_tasks, "t", params, asyncio.Event(), render)
+    h.run(req.request(first, "t-0"))
+    derived, other = h.run(req.request(later, "t-1")), h.run(req.request({**later, "prompt_token_ids": [5]}, "t-1"))
     other.arrival_time = derived.arrival_time
     assert step_driver.wire(derived) != step_driver.wire(other)
+    frame = later["multi_modal_data"]["audio"][0]
+    shorter = h.run(req.request({**later, "multi_modal_data": {"audio": (frame[:-1], None)}}, "t-1"))
+    shorter.arrival_time = derived.arrival_time
+    assert step_driver.wire(derived) != step_driver.wire(shorter)
 
 
 def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:
