@@ -1,8 +1,8 @@
 """The engine's own scheduler view (running / waiting / parked requests, KV usage), as vLLM reports it.
 
 A custom vLLM stat logger keeps the latest SchedulerStats of every engine step.
-It replaces vLLM's Prometheus logger (never served by the sidecar); vLLM's periodic throughput log line
-stays (a single front end only: vLLM drops it with several).
+It replaces vLLM's Prometheus logger (never served by the sidecar). vLLM's periodic throughput log line is
+not added (the engine options set disable_log_stats, so vLLM builds no default loggers).
 Parked streaming sessions (WAITING_FOR_STREAMING_REQ) count as "skipped waiting".
 
 A custom logger makes vLLM keep every statistic (`AsyncLLM.log_stats` is forced on): per-request stats in
