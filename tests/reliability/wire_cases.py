@@ -89,7 +89,9 @@ def check(case: Case, api: Api, out: Outcome, exp: Expect, report: Report, note:
     end = pb.SessionEndReason.Name(parsed[-1].ended.reason) if kinds and kinds[-1] == "ended" else ""
     report.count(f"{case.kind}/{code.name}{'/' + (reason or end) if reason or end else ''}")
     refused = code == grpc.StatusCode.UNAVAILABLE and reason in REFUSALS
-    ours = exp.cancel and code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE) and not reason
+    # The client's own cancel can cross the server's answer: a refusal's trailers (CAPACITY) under a local CANCELLED.
+    local = code == grpc.StatusCode.CANCELLED and out.details.startswith("Locally cancelled")
+    ours = exp.cancel and (local or code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE) and not reason)
     if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
         report.add("never UNKNOWN/INTERNAL for client faults", where, got)
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED and not exp.deadline:
