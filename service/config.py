@@ -84,7 +84,8 @@ HELP = {
     "sidecar_restart_backoff_s": "first delay before restarting a dead sidecar (doubles, up to 10 s, while it "
                                  "keeps dying within a minute of its start)",
     "engines": "engine sidecars to run (on the CPU: tests); sessions go to the one with most free capacity, "
-               "and move to another when theirs dies (with several, --sidecar-socket S means S.0, S.1, …)",
+               "and move to another when theirs dies (with several, --sidecar-socket S means S.0, S.1, …; "
+               "several Voxtral engines get disjoint CPU cores unless VLLM_CPU_OMP_THREADS_BIND is set)",
     "gpus": "one engine per GPU, each pinned to its device (CUDA_VISIBLE_DEVICES): all (counted with "
             "nvidia-smi -L; if CUDA_VISIBLE_DEVICES is set, its entries) or ids 0,1,… (indices into "
             "CUDA_VISIBLE_DEVICES if set; empty: no pinning)",

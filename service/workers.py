@@ -45,6 +45,7 @@ from .logs import relay_lines
 from .peers import WorkerRole
 from .private_dirs import make_private_dir
 from .sidecar_process import SidecarStartError
+from .startup import start_unless_stopped
 from .tenant_quota import QuotaServer
 
 log = structlog.get_logger("workers")
@@ -104,8 +105,10 @@ class Workers:
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._signal_workers, signal.SIGHUP)
         try:
-            await self.start()
-            await self._stop.wait()
+            if await start_unless_stopped(self.start(), self._stop):
+                await self._stop.wait()
+            else:
+                log.info("stopped_while_starting")
         finally:
             clean = await self.shutdown()
         return 0 if clean else 1

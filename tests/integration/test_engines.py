@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ServerProcess, config_request, read_wav_pcm, silence, start_server, word_error_rate
+from tests.helpers import (
+    ServerProcess,
+    child_pids,
+    config_request,
+    read_wav_pcm,
+    silence,
+    start_server,
+    word_error_rate,
+)
 from tests.reliability.streams import Recorded, live, run_threads, speech_pattern, uncovered, write_measurement
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -196,14 +204,13 @@ def test_sphinx_sessions_moved_off_a_killed_engine_keep_their_whole_transcript(t
         assert server.stop() == 0
 
 
+def environ_of(pid: int) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+
+
 def sidecar_pins(server: ServerProcess, count: int) -> dict[int, str | None]:
     """Each engine's CUDA_VISIBLE_DEVICES, read from its sidecar's environment."""
-    seen = {}
-    for index, pid in wait_engines(server, count).items():
-        env = dict(item.split("=", 1) for item in
-                   Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
-        seen[index] = env.get("CUDA_VISIBLE_DEVICES")
-    return seen
+    return {index: environ_of(pid).get("CUDA_VISIBLE_DEVICES") for index, pid in wait_engines(server, count).items()}
 
 
 def test_gpus_pin_one_engine_per_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,3 +230,39 @@ def test_gpus_all_is_the_devices_the_service_was_allotted(tmp_path: Path, monkey
         assert sidecar_pins(server, 2) == {0: "GPU-5f1c2d3e", 1: "7"}
     finally:
         assert server.stop() == 0
+
+
+def sidecars_of(pid: int) -> list[int]:
+    return [child for child in child_pids(pid)
+            if b"engine_sidecar" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])  # one process, or the supervisor of service workers
+def test_several_voxtral_engines_on_the_cpu_get_their_own_cores_and_sigterm_stops_their_start(
+        workers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # vLLM's own "auto" binding would put every engine's worker on the same cores (service/cpu_slices.py). Read
+    # from the sidecars' environments as the service spawns them; then SIGTERM while the engines still load must
+    # stop the service at once (it used to wait for every engine to be up first: 30 s and a SIGKILL here).
+    pytest.importorskip("vllm")
+    from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    model = build_tiny_checkpoint(tmp_path / "tiny", seed=0)
+    server = start_server(tmp_path, "--engines", "2", "--workers", workers, "--max-model-len", "320",
+                          engine="voxtral", model=str(model), ready_timeout_s=None)
+    try:
+        deadline = time.monotonic() + 30
+        while len(children := sidecars_of(server.proc.pid)) < 2:
+            assert time.monotonic() < deadline, f"sidecars: {children}"
+            time.sleep(0.05)
+        binds = sorted(environ_of(pid).get("VLLM_CPU_OMP_THREADS_BIND", "") for pid in children)
+        usable = len(os.sched_getaffinity(0))
+        assert all(binds), binds
+        assert not set(binds[0].split(",")) & set(binds[1].split(",")) or usable < 2, binds
+        assert "engine_ready" not in server.log(), "the engines were up already: the stop below tests nothing"
+    finally:
+        stopping = time.monotonic()
+        code = server.stop()
+    assert code == 0, f"exit {code} {time.monotonic() - stopping:.1f} s after SIGTERM during the engines' start"
+    assert "stopped_while_starting" in server.log()
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], "a sidecar outlived the service"

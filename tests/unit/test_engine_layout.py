@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from service.config import Config
+from service.cpu_slices import cpu_slices, omp_binds, one_per_core, physical_core
 from service.engine_pool import EngineLoad, EnginePool, placement_order
 from service.gpus import EngineLayoutError, engine_specs, gpu_list, nvidia_smi_gpu_count, visible_devices
 
@@ -152,3 +153,40 @@ def test_front_ends_of_a_private_socket_sit_beside_it() -> None:
         assert str(second.socket) == f"{first.socket}.1" and first.socket.name == "engine.sock"
     finally:
         shutil.rmtree(first.socket.parent)
+
+
+def test_several_voxtral_engines_on_the_cpu_each_get_their_own_cores() -> None:
+    specs = engine_specs(Config(engine="voxtral", engines=2), environ={}, allowed=lambda: {0, 1})
+    assert [s.cpus for s in specs] == ["0", "1"]
+    assert [s.env for s in specs] == [{"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}]
+    many = engine_specs(Config(engine="voxtral", engines=3), environ={}, allowed=lambda: set(range(8)))
+    assert [s.cpus for s in many] == ["0,1", "2,3", "4,5"]  # 6 and 7 left to EngineCores, front ends, the service
+
+
+@pytest.mark.parametrize("config, environ", [
+    (Config(engine="voxtral"), {}),  # one engine: vLLM's own binding
+    (Config(engine="voxtral", engines=2), {"VLLM_CPU_OMP_THREADS_BIND": "0-3|4-7"}),  # the operator's choice
+    (Config(engine="fake", engines=2), {}),  # not vLLM
+    (Config(engine="voxtral", gpus="0,1"), {}),  # on GPUs (vLLM's CUDA build reads no CPU binding)
+])
+def test_cores_are_chosen_only_for_several_voxtral_engines_on_the_cpu(config: Config, environ: dict[str, str]) -> None:
+    specs = engine_specs(config, environ=environ, allowed=lambda: set(range(8)))
+    assert all(s.cpus is None and "VLLM_CPU_OMP_THREADS_BIND" not in s.env for s in specs)
+
+
+def test_cpu_slices_are_equal_disjoint_and_leave_one_core_when_they_can() -> None:
+    assert cpu_slices(2, list(range(16))) == [list(range(0, 7)), list(range(7, 14))]
+    assert cpu_slices(2, [0, 1, 2]) == [[0], [1]]
+    assert cpu_slices(3, [0, 1]) == [[0], [1], [0]]  # fewer cores than engines: shared, round the engines
+    assert cpu_slices(2, [4, 9]) == [[4], [9]]  # the allowed CPUs, whatever their ids
+
+
+def test_smt_siblings_are_left_out_as_vllm_does(tmp_path: Path) -> None:
+    for cpu, core in enumerate([0, 1, 0, 1]):  # two cores, two threads each: siblings 0/2 and 1/3
+        topology = tmp_path / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text("0\n")
+        (topology / "core_id").write_text(f"{core}\n")
+    assert one_per_core([3, 2, 1, 0], lambda cpu: physical_core(cpu, tmp_path)) == [0, 1]
+    assert one_per_core([0, 1, 5], lambda cpu: physical_core(cpu, tmp_path)) == [0, 1, 5]  # cpu5 unknown: kept
+    assert omp_binds(2, {}, lambda: {0, 1, 2, 3}, lambda cpu: physical_core(cpu, tmp_path)) == ["0", "1"]
