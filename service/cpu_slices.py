@@ -5,8 +5,8 @@ the same cores in every engine: the allowed CPUs of the first NUMA node, one log
 one reserved. Two engines on one box then share those cores, each worker spinning on them while it waits for its
 EngineCore, and a second engine can hardly even start while the first is busy (seen on two cores: its Worker got
 3 % of a core for minutes). So with several engines each gets its own slice, named in VLLM_CPU_OMP_THREADS_BIND:
-like "auto", one logical CPU per physical core and one core left for the rest (EngineCores, front ends, the
-service) where there are more cores than engines; with no more cores than engines, one core each, shared round
+like "auto", one logical CPU per physical core and at least one core left for the rest (EngineCores, front
+ends, the service) where there are more cores than engines; with no more cores than engines, one core each, shared round
 the engines. An operator's own VLLM_CPU_OMP_THREADS_BIND is kept. vLLM's CUDA build does not read it.
 """
 
@@ -47,13 +47,18 @@ def one_per_core(cpus: Sequence[int], core_of: Callable[[int], tuple[str, str] |
 
 
 def cpu_slices(engines: int, cpus: Sequence[int]) -> list[list[int]]:
-    """Each engine's cores: equal, disjoint, in order, with one left over when there are more cores than engines."""
+    """Each engine's cores: disjoint runs of len(cpus) // engines, in order (so that on the usual layouts, where a
+    NUMA node's cores are numbered together, N engines on N nodes get a node each), with at least one core left
+    over for the rest when there are more cores than engines (taken from the last run when none is)."""
     if engines < 1 or not cpus:
         return [[] for _ in range(engines)]
     if len(cpus) <= engines:
         return [[cpus[i % len(cpus)]] for i in range(engines)]
-    per = (len(cpus) - 1) // engines
-    return [list(cpus[i * per:(i + 1) * per]) for i in range(engines)]
+    per = len(cpus) // engines
+    slices = [list(cpus[i * per:(i + 1) * per]) for i in range(engines)]
+    if per * engines == len(cpus):
+        slices[-1].pop()
+    return slices
 
 
 def omp_binds(engines: int, environ: Mapping[str, str] = os.environ,

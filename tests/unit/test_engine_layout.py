@@ -174,8 +174,9 @@ def test_cores_are_chosen_only_for_several_voxtral_engines_on_the_cpu(config: Co
     assert all(s.cpus is None and "VLLM_CPU_OMP_THREADS_BIND" not in s.env for s in specs)
 
 
-def test_cpu_slices_are_equal_disjoint_and_leave_one_core_when_they_can() -> None:
-    assert cpu_slices(2, list(range(16))) == [list(range(0, 7)), list(range(7, 14))]
+def test_cpu_slices_are_disjoint_runs_and_leave_a_core_when_they_can() -> None:
+    assert cpu_slices(2, list(range(16))) == [list(range(0, 8)), list(range(8, 15))]  # 15 left over
+    assert cpu_slices(2, list(range(64))) == [list(range(32)), list(range(32, 63))]  # two nodes of 32: one each
     assert cpu_slices(2, [0, 1, 2]) == [[0], [1]]
     assert cpu_slices(3, [0, 1]) == [[0], [1], [0]]  # fewer cores than engines: shared, round the engines
     assert cpu_slices(2, [4, 9]) == [[4], [9]]  # the allowed CPUs, whatever their ids
