@@ -121,7 +121,11 @@ def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
         raise AssertionError(f"server did not start: {line!r}\n{log_path.read_text()}")
     server = ServerProcess(proc, match.group(1), log_path, credentials)
     if ready_timeout_s is not None:
-        server.wait_health(serving=True, timeout_s=ready_timeout_s)
+        try:
+            server.wait_health(serving=True, timeout_s=ready_timeout_s)
+        except BaseException:  # no test holds it yet to stop it: it would outlive the test, engine and all
+            server.stop()
+            raise
     return server
 
 
