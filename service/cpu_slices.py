@@ -5,9 +5,9 @@ the same cores in every engine: the allowed CPUs of the first NUMA node, one log
 one reserved. Two engines on one box then share those cores, each worker spinning on them while it waits for its
 EngineCore, and a second engine can hardly even start while the first is busy (seen on two cores: its Worker got
 3 % of a core for minutes). So with several engines each gets its own slice, named in VLLM_CPU_OMP_THREADS_BIND:
-like "auto", one logical CPU per physical core and at least one core left for the rest (EngineCores, front
-ends, the service) where there are more cores than engines; with no more cores than engines, one core each, shared round
-the engines. An operator's own VLLM_CPU_OMP_THREADS_BIND is kept. vLLM's CUDA build does not read it.
+like "auto", one logical CPU per physical core and at least one core left for the rest (EngineCores, front ends,
+the service) where there are more cores than engines; with no more cores than engines, one core each, shared
+round the engines. An operator's own VLLM_CPU_OMP_THREADS_BIND is kept. vLLM's CUDA build does not read it.
 """
 
 from __future__ import annotations

@@ -105,6 +105,12 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
+# A Voxtral server on the tiny checkpoint at the re-anchoring tests' geometry (a re-anchor every ~20 s of audio), with
+# a freeze watchdog that a busy 2-core box does not trip: the voxtral chaos test and the wire fuzz.
+TINY_VOXTRAL_SERVE_ARGS = ("--max-model-len", "320", "--block-size", "32", "--dtype", "float32",
+                           "--reanchor-margin-tokens", "32", "--max-num-seqs", "4", "--freeze-timeout-s", "60")
+
+
 def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
                  python: str = sys.executable, ready_timeout_s: float | None = 60.0,
                  credentials: grpc.ChannelCredentials | None = None) -> ServerProcess:

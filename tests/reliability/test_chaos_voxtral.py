@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ServerProcess, config_request, read_wav_pcm, silence, start_server
+from tests.helpers import TINY_VOXTRAL_SERVE_ARGS, ServerProcess, config_request, read_wav_pcm, silence, start_server
 from tests.reliability.streams import CHUNK, run_threads, write_measurement
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -84,10 +84,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start_voxtral(tmp: Path, model: Path) -> ServerProcess:
-    return start_server(tmp, "--max-model-len", "320", "--block-size", "32", "--dtype", "float32",
-                        "--reanchor-margin-tokens", "32", "--max-num-seqs", "4",
+    return start_server(tmp, *TINY_VOXTRAL_SERVE_ARGS,
                         "--sidecar-health-interval-s", "0.5", "--engine-recovery-timeout-s", str(RECOVERY_TIMEOUT_S),
-                        "--freeze-timeout-s", "60",  # a busy box must not be taken for a frozen engine
                         engine="voxtral", model=str(model), ready_timeout_s=600)
 
 

