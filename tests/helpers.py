@@ -94,6 +94,15 @@ def child_pids(pid: int) -> list[int]:
     return sorted(child for child, parent in parent_pids().items() if parent == pid)
 
 
+def command_line(pid: int) -> list[str]:
+    """A process's arguments; [] once it has exited (a child listed a moment ago may be gone by now, e.g. the
+    worker a test just killed)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 def imported_modules(path: Path) -> set[str]:
     """The absolute modules a Python file imports (relative imports are the package's own business)."""
     names: set[str] = set()

@@ -38,6 +38,7 @@ import pytest
 from tests.helpers import (
     ROOT,
     audio_requests,
+    command_line,
     config_request,
     fixture_clips,
     paced,
@@ -139,10 +140,7 @@ def container(built: Built) -> Iterator[Any]:
 
 
 def argv0(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-    except (OSError, UnicodeDecodeError):
-        return ""
+    return (command_line(pid) or [""])[0]
 
 
 def main_pid(runner: subprocess.Popen[str], timeout_s: float = 30) -> int:

@@ -21,6 +21,7 @@ import pytest
 from tests.helpers import (
     ServerProcess,
     child_pids,
+    command_line,
     config_request,
     read_wav_pcm,
     silence,
@@ -234,7 +235,7 @@ def test_gpus_all_is_the_devices_the_service_was_allotted(tmp_path: Path, monkey
 
 def sidecars_of(pid: int) -> list[int]:
     return [child for child in child_pids(pid)
-            if b"engine_sidecar" in Path(f"/proc/{child}/cmdline").read_bytes()]
+            if any("engine_sidecar" in arg for arg in command_line(child))]
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])  # one process, or the supervisor of service workers

@@ -31,6 +31,7 @@ from tests.helpers import (
     SPEECH_SERVICE,
     ServerProcess,
     child_pids,
+    command_line,
     config_request,
     error_reason,
     fake_script,
@@ -75,7 +76,7 @@ def workers(server: ServerProcess) -> list[Worker]:
     """The parent's worker processes, by index (their command lines name index and socket directory)."""
     found = []
     for pid in child_pids(server.proc.pid):
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        args = command_line(pid)
         if "service.worker_main" in args:
             index = int(args[args.index("--index") + 1])
             found.append(Worker(index, pid, f"{args[args.index('--peer-dir') + 1]}/worker-{index}.sock"))
