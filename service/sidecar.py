@@ -50,6 +50,10 @@ from .sidecar_process import (
 log = structlog.get_logger("supervisor")
 STATUS_TIMEOUT_S = 5.0
 FAILED_CHECKS_BEFORE_RESTART = 3
+# While the engine's last status said it takes no new session, it is asked again this often (not every
+# --sidecar-health-interval-s): slots freed by someone else (another --workers process, another service on an
+# external sidecar) or headroom regained reach readiness this late at most. Its own sessions' ends ask at once.
+NOT_ADMITTING_STATUS_INTERVAL_S = 0.25
 STALE_STUB_GRACE_S = 1.0
 RESTART_MAX_S = 10.0  # the longest wait between restarts of a sidecar that keeps dying
 RESTART_STABLE_S = 60.0  # a sidecar up this long is restarted after the first delay again
@@ -281,8 +285,11 @@ class SidecarSupervisor:
     async def _health_checks(self) -> None:
         failures = 0
         while failures < FAILED_CHECKS_BEFORE_RESTART:
+            interval = self._config.sidecar_health_interval_s
+            if self.ready and not self.admitting:
+                interval = min(interval, NOT_ADMITTING_STATUS_INTERVAL_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._check_now.wait(), self._config.sidecar_health_interval_s)
+                await asyncio.wait_for(self._check_now.wait(), interval)
             self._check_now.clear()
             if self.stub is None:
                 return  # the channel was closed: stopping

@@ -60,8 +60,8 @@ class ServerProcess:
         raise AssertionError(f"health of {service!r} never became {'SERVING' if serving else 'NOT_SERVING'}")
 
     def sidecar_pid(self) -> int:
-        """The sidecar is the server's only child process."""
-        children = child_pids(self.proc.pid)
+        """The (first) engine sidecar: the child naming engine_sidecar, else the only child (--workers adds more)."""
+        children = sidecar_children(self.proc.pid) or child_pids(self.proc.pid)
         assert children, "no sidecar child process"
         return children[0]
 
@@ -92,6 +92,32 @@ def parent_pids() -> dict[int, int]:
 
 def child_pids(pid: int) -> list[int]:
     return sorted(child for child, parent in parent_pids().items() if parent == pid)
+
+
+def sidecar_children(pid: int) -> list[int]:
+    """The engine sidecars among a process's children."""
+    return [child for child in child_pids(pid) if any("engine_sidecar" in arg for arg in command_line(child))]
+
+
+@dataclass(frozen=True)
+class ServiceWorker:
+    """One worker process of `voxgate serve --workers N`, with the private Unix socket that reaches it alone."""
+
+    index: int
+    pid: int
+    socket: str
+    peer_dir: str  # the supervisor's private directory: the workers' sockets and the sidecar's engine.sock
+
+
+def service_workers(pid: int) -> list[ServiceWorker]:
+    """A supervisor's worker processes, by index (their command lines name index and socket directory)."""
+    found = []
+    for child in child_pids(pid):
+        args = command_line(child)
+        if "service.worker_main" in args:
+            index, peer_dir = int(args[args.index("--index") + 1]), args[args.index("--peer-dir") + 1]
+            found.append(ServiceWorker(index, child, f"{peer_dir}/worker-{index}.sock", peer_dir))
+    return sorted(found, key=lambda w: w.index)
 
 
 def command_line(pid: int) -> list[str]:

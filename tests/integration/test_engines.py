@@ -20,10 +20,9 @@ import pytest
 
 from tests.helpers import (
     ServerProcess,
-    child_pids,
-    command_line,
     config_request,
     read_wav_pcm,
+    sidecar_children,
     silence,
     start_server,
     word_error_rate,
@@ -233,11 +232,6 @@ def test_gpus_all_is_the_devices_the_service_was_allotted(tmp_path: Path, monkey
         assert server.stop() == 0
 
 
-def sidecars_of(pid: int) -> list[int]:
-    return [child for child in child_pids(pid)
-            if any("engine_sidecar" in arg for arg in command_line(child))]
-
-
 @pytest.mark.parametrize("workers", ["1", "2"])  # one process, or the supervisor of service workers
 def test_several_voxtral_engines_on_the_cpu_get_their_own_cores_and_sigterm_stops_their_start(
         workers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -253,7 +247,7 @@ def test_several_voxtral_engines_on_the_cpu_get_their_own_cores_and_sigterm_stop
                           engine="voxtral", model=str(model), ready_timeout_s=None)
     try:
         deadline = time.monotonic() + 30
-        while len(children := sidecars_of(server.proc.pid)) < 2:
+        while len(children := sidecar_children(server.proc.pid)) < 2:
             assert time.monotonic() < deadline, f"sidecars: {children}"
             time.sleep(0.05)
         binds = sorted(environ_of(pid).get("VLLM_CPU_OMP_THREADS_BIND", "") for pid in children)

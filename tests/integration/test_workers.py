@@ -26,12 +26,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service.bench.driver import OWN_CONNECTION
 from service.security import hash_token
+from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
 from tests.helpers import (
     ROOT,
     SPEECH_SERVICE,
     ServerProcess,
-    child_pids,
-    command_line,
     config_request,
     error_reason,
     fake_script,
@@ -40,6 +39,7 @@ from tests.helpers import (
     read_wav_pcm,
     recognize,
     resume_stream,
+    service_workers,
     silence,
     start_server,
 )
@@ -59,28 +59,29 @@ class Worker:
     def stub(self) -> speech_pb2_grpc.SpeechStub:
         return speech_pb2_grpc.SpeechStub(grpc.insecure_channel(f"unix:{self.socket}"))
 
-    def wait_ready(self, timeout_s: float = 30) -> None:
-        """Each worker reports its own readiness (it attaches to the sidecar on its own)."""
+    def serving(self) -> bool:
+        """The worker's own readiness (each worker answers health about itself)."""
         health = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"unix:{self.socket}"))
+        return health.Check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5,
+                            wait_for_ready=True).status == health_pb2.HealthCheckResponse.SERVING
+
+    def wait_serving(self, serving: bool = True, timeout_s: float = 30) -> float:
+        """Until its readiness is `serving`; when that was first seen."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with contextlib.suppress(grpc.RpcError):
-                if health.Check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5,
-                                wait_for_ready=True).status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"worker {self.index} never became ready")
+                if self.serving() == serving:
+                    return time.monotonic()
+            time.sleep(0.02)
+        raise AssertionError(f"worker {self.index} never became {'ready' if serving else 'not ready'}")
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        """Each worker reports its own readiness (it attaches to the sidecar on its own)."""
+        self.wait_serving(True, timeout_s)
 
 
 def workers(server: ServerProcess) -> list[Worker]:
-    """The parent's worker processes, by index (their command lines name index and socket directory)."""
-    found = []
-    for pid in child_pids(server.proc.pid):
-        args = command_line(pid)
-        if "service.worker_main" in args:
-            index = int(args[args.index("--index") + 1])
-            found.append(Worker(index, pid, f"{args[args.index('--peer-dir') + 1]}/worker-{index}.sock"))
-    return sorted(found, key=lambda w: w.index)
+    return [Worker(w.index, w.pid, w.socket) for w in service_workers(server.proc.pid)]
 
 
 def fresh_connection(target: str) -> grpc.Channel:
@@ -137,6 +138,29 @@ def test_admission_is_exact_across_workers(server: ServerProcess) -> None:
         for stream in held:
             stream.release()
     assert recognize(server.stub(), [config_request()])[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+
+
+def test_a_worker_is_ready_again_soon_after_another_workers_sessions_free_the_engine(tmp_path: Path) -> None:
+    """Slots freed by worker 0's sessions reach worker 1's readiness within a fraction of a second, not at its
+    next health check (--sidecar-health-interval-s, 3 s here): a worker whose engine said "full" asks again
+    every NOT_ADMITTING_STATUS_INTERVAL_S. (The wire fuzz found a worker NOT_SERVING while it admitted.)"""
+    proc = start_server(tmp_path, "--workers", "2", "--max-sessions", "2", "--sidecar-health-interval-s", "3",
+                        engine="fake", model=fake_script(tmp_path))
+    try:
+        w0, w1 = workers(proc)
+        for worker in (w0, w1):
+            worker.wait_ready()
+        held = [hold_stream(grpc.insecure_channel(f"unix:{w0.socket}")) for _ in range(2)]
+        try:
+            w1.wait_serving(False, timeout_s=10)  # its next check sees the engine full
+        finally:
+            for stream in held:
+                assert stream.release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        freed = time.monotonic()  # every session has ended: the sidecar's slots are free
+        lag = w1.wait_serving(True, timeout_s=10) - freed
+        assert lag < NOT_ADMITTING_STATUS_INTERVAL_S + 1.0, f"worker 1 ready {lag:.2f} s after the slots were freed"
+    finally:
+        assert proc.stop() == 0
 
 
 def speech() -> bytes:

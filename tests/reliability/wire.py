@@ -19,18 +19,24 @@ import grpc
 import psutil
 from google.cloud import speech_v1 as gspeech
 from google.protobuf.message import DecodeError
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from riva.client.proto import riva_asr_pb2 as rasr
 from riva.client.proto import riva_audio_pb2 as raudio
 
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
-from tests.helpers import ServerProcess, error_reason, start_server
+from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
+from tests.helpers import SPEECH_SERVICE, ServerProcess, ServiceWorker, error_reason, service_workers, start_server
 from voxgate_client.v1 import speech_pb2 as pb
+from voxgate_client.v1 import speech_pb2_grpc as pb_grpc
 
 MALFORMED = "MALFORMED_REQUEST"  # the reason issue 17 asks for; not in pb.ErrorReason yet on every tree
 REASONS = (set(pb.ErrorReason.keys()) - {"ERROR_REASON_UNSPECIFIED"}) | {MALFORMED}
 MAX_LOG_LINE = 16 * 1024  # one log line; a 1 MB language_code must not become a 1 MB line
 MAX_STATUS_DETAILS = 2048  # status message and ErrorInfo metadata echo client input only bounded
 # An exception that escaped structlog (a JSON line with an "exception" field is a handled, logged error).
+# A worker learns of slots freed by another worker's sessions at its next engine status, asked this often while
+# its engine is full (service/sidecar.py); the rest is room for a busy box.
+WORKER_READINESS_LAG_S = NOT_ADMITTING_STATUS_INTERVAL_S + 1.0
 LOG_ALARMS = (b"Task exception was never retrieved", b"Exception in callback")
 
 
@@ -200,18 +206,25 @@ class WireServer:
     """A `voxgate serve` under fuzz: its counters, readiness, log and memory, read from outside."""
 
     def __init__(self, tmp: Path, name: str, engine: str, model: str, args: tuple[str, ...],
-                 ready_timeout_s: float = 60.0) -> None:
-        self.name, self._tmp, self._engine, self._model, self._args = name, tmp, engine, model, args
+                 ready_timeout_s: float = 60.0, workers: int = 1) -> None:
+        self.name, self.engine, self._tmp, self._model, self._args = name, engine, tmp, model, args
         self._ready_timeout_s = ready_timeout_s
+        self._workers = workers  # > 1: `--workers N`, each worker's own count summed, each worker watched
+        self.service_workers: list[ServiceWorker] = []
         self.restarts = 0
         self.rss_peak: dict[str, int] = {}  # over every process this server had
         self._start()
 
     def _start(self) -> None:
         self.socket = self._tmp / f"{self.name}-{os.getpid()}-{self.restarts}.sock"  # a soak dir outlives runs
-        self.proc: ServerProcess = start_server(self._tmp, *self._args, "--sidecar-socket", str(self.socket),
-                                                engine=self._engine, model=self._model,
+        workers = ("--workers", str(self._workers)) if self._workers > 1 else ()
+        self.proc: ServerProcess = start_server(self._tmp, *self._args, *workers, "--sidecar-socket",
+                                                str(self.socket), engine=self.engine, model=self._model,
                                                 ready_timeout_s=self._ready_timeout_s)
+        if self._workers > 1:  # the supervisor runs the sidecar at engine.sock in its own directory
+            self.service_workers = service_workers(self.proc.proc.pid)
+            assert len(self.service_workers) == self._workers, self.service_workers
+            self.socket = Path(self.service_workers[0].peer_dir) / "engine.sock"
         self._log_offset = 0
         self.rss_base: dict[str, int] = {}
 
@@ -226,10 +239,19 @@ class WireServer:
         return self.proc.target
 
     def counts(self) -> Counts:
-        caps = self.proc.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5)
         with grpc.insecure_channel(f"unix:{self.socket}") as ch:
             status = engine_pb2_grpc.EngineStub(ch).GetStatus(engine_pb2.GetStatusRequest(), timeout=5)
-        return Counts(caps.active_sessions, status.active_sessions, status.counters.get("sessions_active", 0))
+        return Counts(self._service_sessions(), status.active_sessions, status.counters.get("sessions_active", 0))
+
+    def _service_sessions(self) -> int:
+        """Sessions holding a slot in the service: with workers, each worker's own (over its private socket)."""
+        if not self.service_workers:
+            return self.proc.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions
+        held = 0
+        for worker in self.service_workers:
+            with grpc.insecure_channel(f"unix:{worker.socket}") as ch:
+                held += pb_grpc.SpeechStub(ch).GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions
+        return held
 
     def settle(self, timeout_s: float) -> Counts:
         """The counters once every session is over (polled: a cancel reaches the server a moment later)."""
@@ -241,8 +263,25 @@ class WireServer:
             time.sleep(0.1)
 
     def serving(self) -> bool:
+        """Readiness SERVING; with workers, every worker's own, each given WORKER_READINESS_LAG_S to learn of
+        slots another worker's sessions freed."""
+        if not self.service_workers:
+            return self._serving(self.proc.channel())
+        deadline = time.monotonic() + WORKER_READINESS_LAG_S
+        while True:
+            states = []
+            for worker in self.service_workers:
+                with grpc.insecure_channel(f"unix:{worker.socket}") as ch:
+                    states.append(self._serving(ch))
+            if all(states) or time.monotonic() > deadline:
+                return all(states)
+            time.sleep(0.05)
+
+    @staticmethod
+    def _serving(channel: grpc.Channel) -> bool:
         try:
-            return self.proc.health() == 1  # SERVING
+            check = health_pb2_grpc.HealthStub(channel).Check
+            return check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5).status == 1  # SERVING
         except grpc.RpcError:
             return False
 
@@ -253,6 +292,10 @@ class WireServer:
             self.proc.sidecar_pid()
         except AssertionError:
             return "no sidecar process"
+        now = service_workers(self.proc.proc.pid) if self.service_workers else []
+        if now != self.service_workers:  # the supervisor restarts a dead worker: that death is the failure
+            return f"service workers {[(w.index, w.pid) for w in self.service_workers]} are now " \
+                   f"{[(w.index, w.pid) for w in now]}"
         return None
 
     def new_log_problems(self) -> list[str]:
@@ -271,7 +314,8 @@ class WireServer:
         return problems
 
     def rss(self) -> dict[str, int]:
-        pids = {"service": self.proc.proc.pid, "sidecar": self.proc.sidecar_pid()}
+        pids = {"service": self.proc.proc.pid, "sidecar": self.proc.sidecar_pid(),
+                **{f"worker-{w.index}": w.pid for w in self.service_workers}}
         return {k: psutil.Process(pid).memory_info().rss for k, pid in pids.items()}
 
     def rss_growth(self) -> dict[str, int]:
