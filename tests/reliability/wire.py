@@ -25,7 +25,15 @@ from riva.client.proto import riva_audio_pb2 as raudio
 
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
 from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
-from tests.helpers import SPEECH_SERVICE, ServerProcess, ServiceWorker, error_reason, service_workers, start_server
+from tests.helpers import (
+    SPEECH_SERVICE,
+    ServerProcess,
+    ServiceWorker,
+    error_reason,
+    service_workers,
+    sidecar_children,
+    start_server,
+)
 from voxgate_client.v1 import speech_pb2 as pb
 from voxgate_client.v1 import speech_pb2_grpc as pb_grpc
 
@@ -206,10 +214,11 @@ class WireServer:
     """A `voxgate serve` under fuzz: its counters, readiness, log and memory, read from outside."""
 
     def __init__(self, tmp: Path, name: str, engine: str, model: str, args: tuple[str, ...],
-                 ready_timeout_s: float = 60.0, workers: int = 1) -> None:
+                 ready_timeout_s: float = 60.0, workers: int = 1, engines: int = 1) -> None:
         self.name, self.engine, self._tmp, self._model, self._args = name, engine, tmp, model, args
         self._ready_timeout_s = ready_timeout_s
         self._workers = workers  # > 1: `--workers N`, each worker's own count summed, each worker watched
+        self._engines = engines  # > 1: `--engines N`, each sidecar's counts summed, each sidecar watched
         self.service_workers: list[ServiceWorker] = []
         self.restarts = 0
         self.rss_peak: dict[str, int] = {}  # over every process this server had
@@ -218,13 +227,17 @@ class WireServer:
     def _start(self) -> None:
         self.socket = self._tmp / f"{self.name}-{os.getpid()}-{self.restarts}.sock"  # a soak dir outlives runs
         workers = ("--workers", str(self._workers)) if self._workers > 1 else ()
-        self.proc: ServerProcess = start_server(self._tmp, *self._args, *workers, "--sidecar-socket",
+        engines = ("--engines", str(self._engines)) if self._engines > 1 else ()
+        self.proc: ServerProcess = start_server(self._tmp, *self._args, *workers, *engines, "--sidecar-socket",
                                                 str(self.socket), engine=self.engine, model=self._model,
                                                 ready_timeout_s=self._ready_timeout_s)
         if self._workers > 1:  # the supervisor runs the sidecar at engine.sock in its own directory
             self.service_workers = service_workers(self.proc.proc.pid)
             assert len(self.service_workers) == self._workers, self.service_workers
             self.socket = Path(self.service_workers[0].peer_dir) / "engine.sock"
+        # several engines: socket S is S.0, S.1, … (one sidecar each)
+        self.engine_sockets = [self.socket] if self._engines == 1 else \
+            [self.socket.with_name(f"{self.socket.name}.{i}") for i in range(self._engines)]
         self._log_offset = 0
         self.rss_base: dict[str, int] = {}
 
@@ -239,9 +252,13 @@ class WireServer:
         return self.proc.target
 
     def counts(self) -> Counts:
-        with grpc.insecure_channel(f"unix:{self.socket}") as ch:
-            status = engine_pb2_grpc.EngineStub(ch).GetStatus(engine_pb2.GetStatusRequest(), timeout=5)
-        return Counts(self._service_sessions(), status.active_sessions, status.counters.get("sessions_active", 0))
+        sidecar = engine = 0
+        for socket in self.engine_sockets:
+            with grpc.insecure_channel(f"unix:{socket}") as ch:
+                status = engine_pb2_grpc.EngineStub(ch).GetStatus(engine_pb2.GetStatusRequest(), timeout=5)
+            sidecar += status.active_sessions
+            engine += status.counters.get("sessions_active", 0)
+        return Counts(self._service_sessions(), sidecar, engine)
 
     def _service_sessions(self) -> int:
         """Sessions holding a slot in the service: with workers, each worker's own (over its private socket)."""
@@ -288,10 +305,8 @@ class WireServer:
     def alive(self) -> str | None:
         if self.proc.proc.poll() is not None:
             return f"service exited with {self.proc.proc.returncode}"
-        try:
-            self.proc.sidecar_pid()
-        except AssertionError:
-            return "no sidecar process"
+        if len(sidecars := sidecar_children(self.proc.proc.pid)) != self._engines:
+            return f"{len(sidecars)} sidecar processes, not {self._engines}"
         now = service_workers(self.proc.proc.pid) if self.service_workers else []
         if now != self.service_workers:  # the supervisor restarts a dead worker: that death is the failure
             return f"service workers {[(w.index, w.pid) for w in self.service_workers]} are now " \
@@ -314,8 +329,10 @@ class WireServer:
         return problems
 
     def rss(self) -> dict[str, int]:
-        pids = {"service": self.proc.proc.pid, "sidecar": self.proc.sidecar_pid(),
-                **{f"worker-{w.index}": w.pid for w in self.service_workers}}
+        sidecars = sidecar_children(self.proc.proc.pid)
+        pids = {"service": self.proc.proc.pid, **{f"worker-{w.index}": w.pid for w in self.service_workers},
+                **({"sidecar": sidecars[0]} if self._engines == 1 else
+                   {f"sidecar-{i}": pid for i, pid in enumerate(sidecars)})}
         return {k: psutil.Process(pid).memory_info().rss for k, pid in pids.items()}
 
     def rss_growth(self) -> dict[str, int]:
