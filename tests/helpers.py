@@ -108,6 +108,28 @@ class ServiceWorker:
     socket: str
     peer_dir: str  # the supervisor's private directory: the workers' sockets and the sidecar's engine.sock
 
+    def stub(self) -> speech_pb2_grpc.SpeechStub:
+        return speech_pb2_grpc.SpeechStub(grpc.insecure_channel(f"unix:{self.socket}"))
+
+    def serving(self) -> bool:
+        """The worker's own readiness (each worker answers health about itself); False if it does not answer."""
+        with grpc.insecure_channel(f"unix:{self.socket}") as channel:
+            try:
+                return health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5,
+                    wait_for_ready=True).status == health_pb2.HealthCheckResponse.SERVING
+            except grpc.RpcError:
+                return False
+
+    def wait_serving(self, serving: bool = True, timeout_s: float = 30) -> float:
+        """Until its readiness is `serving`; when that was first seen."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.serving() == serving:
+                return time.monotonic()
+            time.sleep(0.02)
+        raise AssertionError(f"worker {self.index} never became {'ready' if serving else 'not ready'}")
+
 
 def service_workers(pid: int) -> list[ServiceWorker]:
     """A supervisor's worker processes, by index (their command lines name index and socket directory)."""

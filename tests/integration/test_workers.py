@@ -6,7 +6,6 @@ parent's children and use those sockets to reach a chosen worker, which SO_REUSE
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -17,20 +16,18 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from service.bench.driver import OWN_CONNECTION
 from service.security import hash_token
 from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
 from tests.helpers import (
     ROOT,
-    SPEECH_SERVICE,
     ServerProcess,
+    ServiceWorker,
     config_request,
     error_reason,
     fake_script,
@@ -44,44 +41,13 @@ from tests.helpers import (
     start_server,
 )
 from voxgate_client.v1 import speech_pb2 as pb
-from voxgate_client.v1 import speech_pb2_grpc
 
 CHUNK = 3200  # 100 ms
 MAX_SESSIONS = 3
 
 
-@dataclass(frozen=True)
-class Worker:
-    index: int
-    pid: int
-    socket: str
-
-    def stub(self) -> speech_pb2_grpc.SpeechStub:
-        return speech_pb2_grpc.SpeechStub(grpc.insecure_channel(f"unix:{self.socket}"))
-
-    def serving(self) -> bool:
-        """The worker's own readiness (each worker answers health about itself)."""
-        health = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"unix:{self.socket}"))
-        return health.Check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5,
-                            wait_for_ready=True).status == health_pb2.HealthCheckResponse.SERVING
-
-    def wait_serving(self, serving: bool = True, timeout_s: float = 30) -> float:
-        """Until its readiness is `serving`; when that was first seen."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with contextlib.suppress(grpc.RpcError):
-                if self.serving() == serving:
-                    return time.monotonic()
-            time.sleep(0.02)
-        raise AssertionError(f"worker {self.index} never became {'ready' if serving else 'not ready'}")
-
-    def wait_ready(self, timeout_s: float = 30) -> None:
-        """Each worker reports its own readiness (it attaches to the sidecar on its own)."""
-        self.wait_serving(True, timeout_s)
-
-
-def workers(server: ServerProcess) -> list[Worker]:
-    return [Worker(w.index, w.pid, w.socket) for w in service_workers(server.proc.pid)]
+def workers(server: ServerProcess) -> list[ServiceWorker]:
+    return service_workers(server.proc.pid)
 
 
 def fresh_connection(target: str) -> grpc.Channel:
@@ -100,7 +66,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc = start_server(tmp_path_factory.mktemp("workers"), "--workers", "2", "--max-sessions", str(MAX_SESSIONS),
                         "--drain-grace-s", "5", engine="sphinx")
     for worker in workers(proc):
-        worker.wait_ready()
+        worker.wait_serving()
     yield proc
     proc.stop()
 
@@ -149,7 +115,7 @@ def test_a_worker_is_ready_again_soon_after_another_workers_sessions_free_the_en
     try:
         w0, w1 = workers(proc)
         for worker in (w0, w1):
-            worker.wait_ready()
+            worker.wait_serving()
         held = [hold_stream(grpc.insecure_channel(f"unix:{w0.socket}")) for _ in range(2)]
         try:
             w1.wait_serving(False, timeout_s=10)  # its next check sees the engine full
@@ -228,7 +194,7 @@ def test_a_dead_worker_is_restarted_on_the_same_port(server: ServerProcess) -> N
         time.sleep(0.1)
     else:
         raise AssertionError("worker 1 was not restarted")
-    now[1].wait_ready()
+    now[1].wait_serving()
     hello = now[1].stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=20, wait_for_ready=True)
     assert hello.max_sessions == MAX_SESSIONS
 
@@ -258,12 +224,12 @@ def test_voxgate_bench_spreads_its_sessions_over_the_workers(server: ServerProce
     raise AssertionError(f"each run's bench sessions all landed on one worker: last {before} -> {after}")
 
 
-def wait_restarted(server: ServerProcess, index: int, old_pid: int) -> Worker:
+def wait_restarted(server: ServerProcess, index: int, old_pid: int) -> ServiceWorker:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         now = workers(server)
         if len(now) == 2 and now[index].pid != old_pid:
-            now[index].wait_ready()
+            now[index].wait_serving()
             return now[index]
         time.sleep(0.1)
     raise AssertionError(f"worker {index} was not restarted")
@@ -280,7 +246,7 @@ def test_a_tenants_quota_holds_across_workers_and_a_dead_worker_gives_its_slots_
     try:
         w0, w1 = workers(server)
         for w in (w0, w1):
-            w.wait_ready()
+            w.wait_serving()
         held = [hold_stream(grpc.insecure_channel(f"unix:{w.socket}"), acme) for w in (w0, w1)]
         for w in (w0, w1):  # each worker holds one of acme's two: neither may admit a third
             with pytest.raises(grpc.RpcError) as info:

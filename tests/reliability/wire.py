@@ -19,14 +19,13 @@ import grpc
 import psutil
 from google.cloud import speech_v1 as gspeech
 from google.protobuf.message import DecodeError
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from riva.client.proto import riva_asr_pb2 as rasr
 from riva.client.proto import riva_audio_pb2 as raudio
 
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
 from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
 from tests.helpers import (
-    SPEECH_SERVICE,
     ServerProcess,
     ServiceWorker,
     error_reason,
@@ -41,10 +40,10 @@ MALFORMED = "MALFORMED_REQUEST"  # the reason issue 17 asks for; not in pb.Error
 REASONS = (set(pb.ErrorReason.keys()) - {"ERROR_REASON_UNSPECIFIED"}) | {MALFORMED}
 MAX_LOG_LINE = 16 * 1024  # one log line; a 1 MB language_code must not become a 1 MB line
 MAX_STATUS_DETAILS = 2048  # status message and ErrorInfo metadata echo client input only bounded
-# An exception that escaped structlog (a JSON line with an "exception" field is a handled, logged error).
 # A worker learns of slots freed by another worker's sessions at its next engine status, asked this often while
 # its engine is full (service/sidecar.py); the rest is room for a busy box.
 WORKER_READINESS_LAG_S = NOT_ADMITTING_STATUS_INTERVAL_S + 1.0
+# An exception that escaped structlog (a JSON line with an "exception" field is a handled, logged error).
 LOG_ALARMS = (b"Task exception was never retrieved", b"Exception in callback")
 
 
@@ -283,24 +282,14 @@ class WireServer:
         """Readiness SERVING; with workers, every worker's own, each given WORKER_READINESS_LAG_S to learn of
         slots another worker's sessions freed."""
         if not self.service_workers:
-            return self._serving(self.proc.channel())
+            try:
+                return self.proc.health() == health_pb2.HealthCheckResponse.SERVING
+            except grpc.RpcError:
+                return False
         deadline = time.monotonic() + WORKER_READINESS_LAG_S
-        while True:
-            states = []
-            for worker in self.service_workers:
-                with grpc.insecure_channel(f"unix:{worker.socket}") as ch:
-                    states.append(self._serving(ch))
-            if all(states) or time.monotonic() > deadline:
-                return all(states)
+        while not (serving := all([w.serving() for w in self.service_workers])) and time.monotonic() < deadline:
             time.sleep(0.05)
-
-    @staticmethod
-    def _serving(channel: grpc.Channel) -> bool:
-        try:
-            check = health_pb2_grpc.HealthStub(channel).Check
-            return check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5).status == 1  # SERVING
-        except grpc.RpcError:
-            return False
+        return serving
 
     def alive(self) -> str | None:
         if self.proc.proc.poll() is not None:
