@@ -24,6 +24,7 @@ from engine_api.audio import BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 
 from ..reanchor.settings import REQUEST_TAG
 from .chunk_render import Render, vllm_render
+from .request_memory import TokenListBound
 from .step_driver import DirectRequest
 from .steps import RealtimeSteps, make_steps
 from .token_text import TokenPieces, TokenText
@@ -123,8 +124,10 @@ class RequestStream:
     async def _run_vllm(self, sink: TokenSink, params: Any) -> None:
         """vLLM's generate() aborts the engine request when cancelled."""
         feedback: asyncio.Queue[list[int]] = asyncio.Queue()
+        bound = TokenListBound(self._llm.output_processor, self.request_id)
         async for out in self._llm.generate(prompt=self._inputs(feedback), sampling_params=params,
                                             request_id=self.request_id):
+            bound.output()  # a session-long request: vLLM's front end would keep every token id of it
             ids = self._token_ids(out)
             if ids:
                 feedback.put_nowait(ids)  # lock-step: the next step's prompt token is this output
@@ -136,11 +139,13 @@ class RequestStream:
         render = self._render or vllm_render(self._llm)
         req = DirectRequest(self._llm, self._direct_tasks, self.request_id, params, self._wake, render)
         queue, finishing, finished = req.queue, False, False
+        bound = TokenListBound(self._llm.output_processor, self.request_id, req.internal_id)
         try:
             while not finished:
                 self._wake.clear()
                 if (out := queue.get_nowait()) is not None:  # raises what the engine put there (e.g. dead)
                     finished = out.finished
+                    bound.output()  # a session-long request: vLLM's front end would keep every token id of it
                     if ids := self._token_ids(out):
                         steps.add_token(ids[-1])  # lock-step, as vLLM's buffer takes it: the last token
                         await self._emit(sink, out, ids)

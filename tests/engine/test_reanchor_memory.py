@@ -3,9 +3,10 @@
 CI runs 12 minutes of audio (~66 re-anchors, ~4 minutes on an AVX2 runner); `make soak-memory` runs half an
 hour (VOXGATE_MEMORY_TEST_MINUTES, ~165 re-anchors, ~10 minutes there). Fed as fast as the engine takes it.
 Memory is sampled at every re-anchor: the KV blocks the session holds, and the RSS of every process (this one,
-which owns AsyncLLM like the sidecar, the EngineCore and the Worker). vLLM's multimodal receiver cache is off
-(mm_processor_cache_gb=0, as the voxtral engine always sets it): with it on, the EngineCore would grow ~11-14
-KB per token.
+which owns AsyncLLM like the sidecar, the EngineCore and the Worker), and the token ids the request's state
+in vLLM's front end holds (bounded by request_memory.py; RSS would not see them grow within 1 %). vLLM's
+multimodal receiver cache is off (mm_processor_cache_gb=0, as the voxtral engine always sets it): with it on,
+the EngineCore would grow ~11-14 KB per token.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import psutil
 import pytest
 
 from engine_api.outputs import Closed, Diagnostic
+from engine_sidecar.voxtral.request_memory import HELD_IDS_CEILING, held_ids
 from tests.engine.conftest import Harness
 from tests.engine.test_reanchor import SMALL, TINY_GEOMETRY, speech
 
@@ -44,6 +46,7 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
     pcm = speech(MINUTES * 60.0)
     samples: list[dict[str, int]] = []
     blocks: list[int] = []
+    held: list[int] = []  # token ids the request's state in vLLM's front end holds, at each re-anchor
     state = {"tokens": 0, "closed": None}
 
     async def go() -> None:
@@ -55,6 +58,7 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
                     assert out.kind == "reanchor", out
                     blocks.append(int(re.search(r"(\d+) KV blocks live", out.message).group(1)))  # type: ignore[union-attr]
                     samples.append(rss_by_process())
+                    held.extend(held_ids(st) for st in h.engine._ctx.llm.output_processor.request_states.values())
                 elif isinstance(out, Closed):
                     state["closed"] = out.audio_ms
                 else:
@@ -76,6 +80,8 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
     assert state["closed"] == MINUTES * 60_000, "the session ended early or lost audio"
     assert len(samples) >= 50, f"only {len(samples)} re-anchors"
     assert len(set(blocks)) == 1, f"KV blocks held changed across events: {sorted(set(blocks))}"
+    # RSS cannot see 25 ids a second within 1 %; the lists themselves can (request_memory.py)
+    assert max(held) <= HELD_IDS_CEILING, f"the front end held {max(held)} ids of the request"
     print(f"{len(samples)} re-anchors over {MINUTES} minutes of audio")
     settled = samples[WARM_UP_EVENTS:]
     for name in settled[0]:

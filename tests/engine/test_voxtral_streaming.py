@@ -310,3 +310,54 @@ def test_the_front_end_keeps_no_statistics_nobody_reads(h: Harness) -> None:
     finally:
         IterationStats.update_from_output = original  # type: ignore[method-assign]
     assert filled == [] and h.engine.scheduler.steps > steps
+
+
+# A session-long request's token lists in vLLM's front end (engine_sidecar/voxtral/request_memory.py).
+
+def held_by_front_end(h: Harness) -> list[int]:
+    from engine_sidecar.voxtral.request_memory import held_ids
+
+    return [held_ids(state) for state in h.engine._ctx.llm.output_processor.request_states.values()]
+
+
+def long_session_holding(h: Harness, seconds: float) -> tuple[int, list[int]]:
+    """One session of `seconds` of noise fed as fast as the engine takes it: its tokens, and the ids its
+    request state in vLLM's front end held, sampled every 40 outputs while it ran."""
+    held: list[int] = []
+
+    async def go() -> int:
+        session = await h.engine.open_session("long", "en")
+        tokens = 0
+
+        async def read() -> None:
+            nonlocal tokens
+            async for out in session.outputs():
+                tokens += len(getattr(out, "token_ids", ()))
+                if tokens % 40 == 0:
+                    held.extend(held_by_front_end(h))
+
+        reader = asyncio.create_task(read())
+        pcm = noise(seconds, seed=13)
+        for i in range(0, len(pcm), 320 * 32):
+            await session.push_audio(pcm[i:i + 320 * 32], True)
+        await session.close()
+        await reader
+        return tokens
+
+    return h.run(go()), held
+
+
+@pytest.mark.parametrize("driver", ["direct", "vllm"])
+def test_the_front_end_holds_a_bounded_tail_of_a_long_requests_token_ids(h: Harness, make_harness: Any,
+                                                                           driver: str) -> None:
+    """vLLM's front end appends every step's prompt token and every output token to the request's state;
+    a realtime request lives as long as its session, so both lists are bounded (else ~25 ids per second)."""
+    from engine_sidecar.voxtral.request_memory import HELD_IDS_CEILING
+
+    engine = h if driver == "direct" else make_harness(max_model_len=1024, max_num_seqs=4, step_driver="vllm")
+    assert (engine.engine._ctx.direct_tasks is None) == (driver == "vllm")
+    tokens, held = long_session_holding(engine, 52.0)
+    # unbounded, the two lists would hold about 2 ids per token
+    assert 2 * tokens > 3 * HELD_IDS_CEILING, "too short a session to tell a bounded list from a growing one"
+    assert held and max(held) <= HELD_IDS_CEILING, f"the front end held {max(held)} token ids of one request"
+    assert held_by_front_end(engine) == [], "the ended request's state is gone"
