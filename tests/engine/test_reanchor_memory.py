@@ -47,6 +47,7 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
     samples: list[dict[str, int]] = []
     blocks: list[int] = []
     held: list[int] = []  # token ids the request's state in vLLM's front end holds, at each re-anchor
+    tokens_at: list[Any] = []  # tokens received by each re-anchor
     state = {"tokens": 0, "closed": None}
 
     async def go() -> None:
@@ -58,6 +59,7 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
                     assert out.kind == "reanchor", out
                     blocks.append(int(re.search(r"(\d+) KV blocks live", out.message).group(1)))  # type: ignore[union-attr]
                     samples.append(rss_by_process())
+                    tokens_at.append(state["tokens"])
                     held.extend(held_ids(st) for st in h.engine._ctx.llm.output_processor.request_states.values())
                 elif isinstance(out, Closed):
                     state["closed"] = out.audio_ms
@@ -88,6 +90,8 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
         first = settled[0][name]
         peak = max(s[name] for s in settled)
         last = settled[-1][name]
-        print(f"{name}: {first / 2**20:.1f} MiB after warm-up, peak {peak / 2**20:.1f}, last {last / 2**20:.1f}")
+        per_token = (last - first) / max(1, tokens_at[-1] - tokens_at[WARM_UP_EVENTS])
+        print(f"{name}: {first / 2**20:.1f} MiB after warm-up, peak {peak / 2**20:.1f}, last {last / 2**20:.1f}, "
+              f"{per_token:.1f} bytes per token")  # docs/reanchoring.md: EngineCore and Worker grow ~45 and ~90
         assert (last - first) / first < 0.01, f"{name} RSS drifted {100 * (last - first) / first:.2f} %"
     assert {"VLLM::EngineCore", "VLLM::Worker"} <= set(settled[0])
