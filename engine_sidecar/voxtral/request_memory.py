@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-KEEP_IDS = 32  # the tail kept of each list (vLLM needs none of it; a few ids make a reader's look-back work)
+KEEP_IDS = 32  # the tail kept of each list: vLLM reads none of it; a tail keeps the lists non-empty, as vLLM's are
 TRIM_EVERY = 128  # outputs between two trims: each list holds at most KEEP_IDS + TRIM_EVERY + a step's ids
 # What a request's two lists hold at most, with room for a realtime prompt's prefix (~40 ids) before the first trim
 HELD_IDS_CEILING = 2 * (KEEP_IDS + TRIM_EVERY) + 64
@@ -68,14 +68,13 @@ class TokenListBound:
         self._external_id = external_id
         self._internal_id = internal_id
         self._outputs = 0
-        self.dropped = 0
 
     def output(self) -> None:
         self._outputs += 1
         if self._outputs % TRIM_EVERY:
             return
         if (state := self._state()) is not None:
-            self.dropped += bound_token_lists(state)
+            bound_token_lists(state)
 
     def _state(self) -> Any:
         states = self._processor.request_states
