@@ -51,7 +51,7 @@ from service.bench.server import ServerProc, write_fake_script  # noqa: E402
 from voxgate_client.v1 import speech_pb2 as pb  # noqa: E402
 
 METHOD = "/voxgate.v1.Speech/StreamingRecognize"
-FLOOR = "grpc-floor"  # --trees name for serve_floor: grpc.aio reading the same requests, nothing else
+FLOORS = {"grpc-floor": "aio", "grpc-sync-floor": "sync"}  # --trees names: gRPC reading the same requests, nothing else
 MODES = {"20": (20, False), "80i": (80, True)}  # mode -> (frame ms, interim results)
 
 
@@ -155,25 +155,53 @@ class Load:
         return w1 - w0, m1 - m0, s1 - s0, c1 - c0, b1 - b0
 
 
-async def serve_floor() -> None:
-    """grpc.aio's own floor: a bare server whose StreamingRecognize reads every request (undecoded) and
-    answers nothing; readiness as `voxgate serve` has it, so ServerProc can start it."""
+def floor_server(flavour: str) -> None:
+    """gRPC's own floor: a bare server whose StreamingRecognize reads every request (undecoded) and answers
+    nothing; readiness as `voxgate serve` has it, so ServerProc can start it. `aio` is grpc.aio (what the
+    service runs on); `sync` is grpc's thread-per-call server, to show the floor is not asyncio's."""
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-    async def recognize(requests: object, context: grpc.aio.ServicerContext) -> None:
-        async for _ in requests:  # type: ignore[attr-defined]
-            pass
+    handlers = {"aio": _aio_reader, "sync": _sync_reader}
+    generic = grpc.method_handlers_generic_handler("voxgate.v1.Speech", {
+        "StreamingRecognize": grpc.stream_unary_rpc_method_handler(handlers[flavour])})
+    if flavour == "sync":
+        from concurrent.futures import ThreadPoolExecutor
 
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("voxgate.v1.Speech", {
-        "StreamingRecognize": grpc.stream_unary_rpc_method_handler(recognize)})])
-    checker = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(checker, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    await checker.set("voxgate.v1.Speech", health_pb2.HealthCheckResponse.SERVING)
-    print(f"listening on 127.0.0.1:{port}", flush=True)
-    await server.wait_for_termination()
+        server = grpc.server(ThreadPoolExecutor(max_workers=256))  # a thread per call: N sessions at once
+        server.add_generic_rpc_handlers([generic])
+        checker = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        checker.set("voxgate.v1.Speech", health_pb2.HealthCheckResponse.SERVING)
+        print(f"listening on 127.0.0.1:{port}", flush=True)
+        server.wait_for_termination()
+        return
+
+    async def serve() -> None:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers([generic])
+        checker = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        await checker.set("voxgate.v1.Speech", health_pb2.HealthCheckResponse.SERVING)
+        print(f"listening on 127.0.0.1:{port}", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+async def _aio_reader(requests: object, context: grpc.aio.ServicerContext) -> bytes:
+    async for _ in requests:  # type: ignore[attr-defined]
+        pass
+    return b""
+
+
+def _sync_reader(requests: object, context: grpc.ServicerContext) -> bytes:
+    for _ in requests:  # type: ignore[attr-defined]
+        pass
+    return b""
 
 
 async def one_run(tree: Path, mode: str, n: int, duration_s: float, warm_s: float, tmp: Path) -> Run:
@@ -183,8 +211,8 @@ async def one_run(tree: Path, mode: str, n: int, duration_s: float, warm_s: floa
     cmd = ["env", "-C", str(tree), f"PYTHONPATH={tree}:{tree / 'clients' / 'python'}", sys.executable, "-m",
            "service", "serve", "--port", "0", "--engine", "fake", "--model", str(script),
            "--max-sessions", str(n + 8), "--idle-timeout-s", "120"]  # env -C: `-m service` imports from cwd
-    if tree.name == FLOOR:
-        cmd = [sys.executable, str(SELF), "--serve-floor"]
+    if tree.name in FLOORS:
+        cmd = [sys.executable, str(SELF), "--serve-floor", FLOORS[tree.name]]
     server = ServerProc(cmd=cmd, log_path=log)
     await server.start(120)
     assert server.pid is not None
@@ -276,13 +304,14 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tree", default=str(ROOT), help="source tree to serve from (default: this repository)")
     p.add_argument("--trees", default="", help=f"two trees, comma-separated: runs A B B A per mode (more: each "
-                   f"once); {FLOOR!r} as a tree: a bare grpc.aio server that only reads the requests")
+                   f"once); {' or '.join(map(repr, FLOORS))} as a tree: a bare grpc.aio or sync gRPC server that "
+                   f"only reads the requests")
     p.add_argument("--modes", default="20,80i", help="20 (20 ms frames), 80i (80 ms frames, interim results)")
     p.add_argument("-n", "--sessions", type=int, default=20)
     p.add_argument("--duration", type=float, default=15.0, help="seconds of audio per session")
     p.add_argument("--warm", type=float, default=3.0, help="seconds before the measurement window opens")
     p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--serve-floor", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serve-floor", choices=sorted(set(FLOORS.values())), help=argparse.SUPPRESS)
     p.add_argument("--split", type=Path, default=None, metavar="PROFILE",
                    help="print where the service's main thread went in a `py-spy record -f raw` profile; no run")
     a = p.parse_args()
@@ -290,10 +319,10 @@ if __name__ == "__main__":
         print(split(a.split))
         sys.exit(0)
     if a.serve_floor:
-        asyncio.run(serve_floor())
+        floor_server(a.serve_floor)
         sys.exit(0)
     names = a.trees.split(",") if a.trees else [a.tree]
-    report = asyncio.run(main(a, [Path(t) if t == FLOOR else Path(t).resolve() for t in names]))
+    report = asyncio.run(main(a, [Path(t) if t in FLOORS else Path(t).resolve() for t in names]))
     out = a.out or ROOT / "bench" / "results" / f"service-cost-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
