@@ -25,6 +25,7 @@ PACKAGES=(
     golang-github-golang-protobuf-1-5-dev  # not golang-goprotobuf-dev: it conflicts
     nginx-light  # grpc_pass + least_conn; the test starts its own on loopback (no service is enabled)
     systemd  # systemd-analyze verify only; nothing is started (a container has no systemd as PID 1)
+    libtcmalloc-minimal4  # tcmalloc for vLLM's EngineCore and Worker on the CPU (engine option allocator=auto)
     libgrpc++-dev protobuf-compiler-grpc g++ make pkg-config  # clients/cpp (grpc_cpp_plugin, pkg-config grpc++)
     mmdebstrap podman buildah uidmap eatmydata  # scripts/build_images.py (podman imports the base; uidmap: rootless)
 )

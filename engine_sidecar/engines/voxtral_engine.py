@@ -28,6 +28,8 @@ from ..engine import EngineCounters
 from ..reanchor.guards import config_problems
 from ..voxtral import chunk_render, step_driver, steps, token_text
 from ..voxtral.admission import kv_sessions, lag_refusal
+from ..voxtral.allocator import child_library, for_children
+from ..voxtral.allocator import describe as describe_allocator
 from ..voxtral.core_calls import ABORT_CLIENT_METHOD
 from ..voxtral.frontend_client import FrontEndClient
 from ..voxtral.options import VLLM_VERSION, VoxtralOptions
@@ -97,8 +99,10 @@ class VoxtralEngine:
         # Built on the event-loop thread, not in a worker thread: PR_SET_PDEATHSIG fires when the *thread*
         # that started the child exits, so the EngineCore must be started by a thread that lives as long as we do.
         stat_loggers = [stat_logger_factory(self.scheduler)]
+        allocator = child_library(self.options.allocator, cpu)
         if self._client is None:
-            self._llm = llm = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers)
+            with for_children(allocator):  # the EngineCore (and its Worker) are spawned here
+                self._llm = llm = AsyncLLM.from_engine_args(args, stat_loggers=stat_loggers)
         else:  # a client of the core the supervisor launched: vLLM's multi-API-server path
             c = self._client
             self._llm = llm = AsyncLLM.from_vllm_config(
@@ -155,7 +159,8 @@ class VoxtralEngine:
         log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
                  position_mode=mode.mode, request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
                  blank_token_id=geometry.blank_token_id, chunk_render=render_mode, step_driver=driver,
-                 detokenizer=detokenizer)
+                 detokenizer=detokenizer, allocator=describe_allocator(allocator, self.options.allocator, cpu)
+                 if self._client is None else "as the core host chose")
 
     def _share(self, capacity: int) -> int:
         """This front end's part of the engine core's capacity (all of it with one front end). A static split, not

@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -36,6 +37,8 @@ import structlog
 from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
 
 from ..engines.voxtral_engine import EXIT_ENGINE_DEAD, extension_choice
+from .allocator import child_library, for_children
+from .allocator import describe as describe_allocator
 from .frontend_client import FrontEndClient, run_frontend
 from .options import VoxtralOptions
 from .procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
@@ -93,9 +96,13 @@ class CoreHost:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self._listeners = bind_engine_zmq_listeners(vllm_config, self._slots)
+        allocator = child_library(self._options.allocator, cpu)
+        log.info("core_allocator", allocator=describe_allocator(allocator, self._options.allocator, cpu))
         try:
-            with launch_core_engines(vllm_config, Executor.get_class(vllm_config), False,
-                                     self._listeners.addresses) as launch:
+            with ExitStack() as launched:
+                with for_children(allocator):  # the EngineCore (and its Worker) are spawned here, not the front ends
+                    launch = launched.enter_context(launch_core_engines(
+                        vllm_config, Executor.get_class(vllm_config), False, self._listeners.addresses))
                 self._manager = launch.engine_manager
                 self._tensor_queue = launch.tensor_queue
                 ready = [self._start(i, slot=i, orphan=None) for i in range(self._k)]

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..limits import ADMISSION_LAG, BACKLOG
 from ..reanchor.settings import ReanchorSettings
+from .allocator import CHOICES as ALLOCATORS
 
 VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
 # Old option names still taken (--engine-option OLD=...): old name -> new name.
@@ -62,6 +63,9 @@ class VoxtralOptions:
     # Each output token's text (voxtral/token_text.py): "own" from cached pieces with vLLM asked not to
     # detokenize (checked equal to vLLM's text at start-up, else vLLM's is used), "vllm" vLLM's detokenizer.
     detokenizer: str = "own"
+    # malloc for vLLM's EngineCore and Worker (voxtral/allocator.py): "auto" tcmalloc on the CPU when the
+    # system has it (glibc's heap fragments per token), "tcmalloc" anywhere (an error if absent), "system" glibc.
+    allocator: str = "auto"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
@@ -98,6 +102,8 @@ class VoxtralOptions:
             raise ValueError("step_driver must be 'direct' or 'vllm'")
         if self.detokenizer not in ("own", "vllm"):
             raise ValueError("detokenizer must be 'own' or 'vllm'")
+        if self.allocator not in ALLOCATORS:
+            raise ValueError(f"allocator must be one of {', '.join(ALLOCATORS)}")
         if self.frontends < 1 or self.frontend_spares < 0:
             raise ValueError("frontends must be >= 1 and frontend_spares >= 0")
         if self.frontends > self.max_num_seqs:

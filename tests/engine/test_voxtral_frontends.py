@@ -27,6 +27,7 @@ from engine_api.audio import BYTES_PER_MS
 from engine_api.frontends import FRONTEND_INDEX, FRONTENDS, frontend_socket
 from engine_api.outputs import Closed, DiagnosticKind
 from engine_api.wire import output_from_proto
+from engine_sidecar.voxtral.allocator import find_tcmalloc
 from service.bench.audio import speech_with_pauses as speech
 from tests.engine.conftest import Harness, Result, stream
 
@@ -162,6 +163,23 @@ def test_each_front_end_says_which_it_is_and_takes_its_share(frontends: FrontEnd
     # One engine core's capacity (max_num_seqs 4), split: the two never admit more than it holds together.
     assert s0.max_sessions + s1.max_sessions == 4
     assert s0.position_mode == s1.position_mode == "reanchor"
+
+
+def test_the_core_hosts_engine_core_and_worker_get_tcmalloc_and_the_front_ends_do_not(frontends: FrontEnds) -> None:
+    """allocator=auto on the core host's path (engine_sidecar/voxtral/allocator.py): preloaded around the core's
+    launch only, so the front ends it starts afterwards (and their replacements) keep glibc's malloc."""
+    if find_tcmalloc() is None:
+        pytest.skip("no libtcmalloc on this machine (apt-get install libtcmalloc-minimal4)")
+    procs = [("host", psutil.Process(frontends.proc.pid))] + [
+        (p.name(), p) for p in frontends.alive_descendants()
+        if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())]  # a helper the core's spawn starts
+    mapped = {(name, p.pid): "libtcmalloc" in Path(f"/proc/{p.pid}/maps").read_text() for name, p in procs}
+    names = [name for name, _ in mapped]
+    assert names.count("VLLM::EngineCore") == 1 and "VLLM::Worker" in names, names
+    frontend_pids = set(frontends.frontend_pids().values())
+    assert frontend_pids <= {pid for _, pid in mapped}, (frontend_pids, mapped)
+    for (name, pid), has in mapped.items():
+        assert has == name.startswith(("VLLM::EngineCore", "VLLM::Worker")), (name, pid, mapped)
 
 
 def test_two_front_ends_carry_sessions_that_reanchor_and_match_one_front_end(

@@ -51,7 +51,7 @@ def _mulaw_encode_table() -> npt.NDArray[np.uint8]:
     # Segment = position of the highest set bit above bit 7 (0..7).
     seg = np.searchsorted(np.array([(0x100 << i) - 1 for i in range(8)]), mag)
     code = np.where(seg >= 8, 0x7F, (seg << 4) | ((mag >> (np.minimum(seg, 7) + 3)) & 0x0F))
-    return _codes(code ^ mask)
+    return _codes((code ^ mask).astype(np.int32))
 
 
 def _alaw_encode_table() -> npt.NDArray[np.uint8]:
@@ -61,7 +61,7 @@ def _alaw_encode_table() -> npt.NDArray[np.uint8]:
     seg = np.searchsorted(np.array([(0x20 << i) - 1 for i in range(8)]), mag)
     shift = np.where(seg < 2, 1, np.minimum(seg, 7))
     code = np.where(seg >= 8, 0x7F, (seg << 4) | ((mag >> shift) & 0x0F))
-    return _codes(code ^ mask)
+    return _codes((code ^ mask).astype(np.int32))
 
 
 def _codes(values: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.uint8]:
