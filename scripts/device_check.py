@@ -146,11 +146,11 @@ def check_cost(device: torch.device, preset_name: str, repeats: int) -> dict[str
         rotator.rotate(shift)
         sync()
         times.append((time.perf_counter() - start) * 1000)
-    syncs = _count_syncs(device, lambda: rotator.rotate(shift))
+    sites = _sync_sites(device, lambda: rotator.rotate(shift))
     times.sort()
     return {"preset": preset_name, "layers": len(rotator.targets), "blocks": [dec_blocks, enc_blocks],
-            "ms_median": round(times[len(times) // 2], 3), "ms_max": round(times[-1], 3), "host_syncs": syncs,
-            "ok": True}
+            "ms_median": round(times[len(times) // 2], 3), "ms_max": round(times[-1], 3),
+            "host_syncs": None if sites is None else len(sites), "sync_sites": sites, "ok": True}
 
 
 def check_cost_rotator(device: torch.device, preset_name: str) -> tuple[KeyRotator, Shift]:
@@ -182,8 +182,9 @@ def _synchronize(device: torch.device) -> Any:
     return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
 
-def _count_syncs(device: torch.device, fn: Any) -> int | None:
-    """Synchronizing CUDA calls `fn` makes, from torch's sync debug mode (None off CUDA: nothing to wait for)."""
+def _sync_sites(device: torch.device, fn: Any) -> list[str] | None:
+    """Where `fn` made a synchronizing CUDA call (file:line of the Python caller, one per call), from torch's sync
+    debug mode (None off CUDA: nothing to wait for)."""
     if device.type != "cuda":
         return None
     torch.cuda.synchronize()
@@ -195,7 +196,13 @@ def _count_syncs(device: torch.device, fn: Any) -> int | None:
         finally:
             torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
-    return sum("synchroniz" in str(w.message).lower() for w in caught)
+    root = Path(__file__).resolve().parent.parent
+    return [f"{_relative(w.filename, root)}:{w.lineno}" for w in caught if "synchroniz" in str(w.message).lower()]
+
+
+def _relative(filename: str, root: Path) -> str:
+    path = Path(filename).resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else "/".join(path.parts[-3:])
 
 
 def main(argv: list[str] | None = None) -> int:

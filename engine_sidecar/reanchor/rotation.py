@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["RotarySpec", "ShiftTables", "inv_freq64", "rope_rotate", "rotate_keys_", "shift_tables"]
+__all__ = ["RotarySpec", "ShiftTables", "inv_freq64", "rope_rotate", "rotate_keys_", "shift_tables", "to_device"]
 
 _TWO_PI = 2.0 * math.pi
 
@@ -86,9 +86,17 @@ def shift_tables(spec: RotarySpec, shift_tokens: int, device: torch.device | str
     shift_positions = int(shift_tokens) * spec.states_per_token
     angles = torch.remainder(-float(shift_positions) * inv_freq64(spec), _TWO_PI)
     return ShiftTables(
-        cos=torch.cos(angles).to(device=device, dtype=torch.float32),
-        sin=torch.sin(angles).to(device=device, dtype=torch.float32),
+        cos=to_device(torch.cos(angles).to(torch.float32), torch.device(device)),
+        sin=to_device(torch.sin(angles).to(torch.float32), torch.device(device)),
     )
+
+
+def to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CPU tensor on `device`; to a GPU through pinned memory with a non-blocking copy, so the host does not wait
+    for the step in flight (a pageable copy synchronizes: CUDA's sync debug mode counts each one)."""
+    if device.type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
 
 
 def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, neox: bool) -> torch.Tensor:

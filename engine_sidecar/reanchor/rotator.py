@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .layout import KeyLayout, LayoutError, probe_key_layout
-from .rotation import RotarySpec, ShiftTables, inv_freq64, rope_rotate, rotate_keys_, shift_tables
+from .rotation import RotarySpec, ShiftTables, inv_freq64, rope_rotate, rotate_keys_, shift_tables, to_device
 from .settings import ReanchorSettings
 from .shift import Shift
 
@@ -76,13 +76,8 @@ def _kernel_blocks(block_ids: Iterable[int], ratio: int) -> list[int]:
 
 
 def _index_tensor(ids: list[int], device: torch.device) -> torch.Tensor | None:
-    """The block ids on `device`; to a GPU from pinned memory without waiting for the step in flight."""
-    if not ids:
-        return None
-    host = torch.tensor(ids, dtype=torch.long)
-    if device.type == "cuda":
-        return host.pin_memory().to(device, non_blocking=True)
-    return host.to(device)
+    """The block ids on `device`, copied without waiting for the step in flight."""
+    return to_device(torch.tensor(ids, dtype=torch.long), device) if ids else None
 
 
 def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
