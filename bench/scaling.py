@@ -19,6 +19,8 @@ VLLM::EngineCore, ...), divided by N: millicores per stream per process.
 
     .venv/bin/python bench/scaling.py --model /tmp/tiny        # ~8 min on 2 cores
     .venv/bin/python bench/scaling.py --pairs workers,engines   # fake engine only (~5 min)
+    .venv/bin/python bench/scaling.py --pairs workers --workers-b 8 --fake-levels 600,1000 --rounds 1 \
+        --load-processes 6                                       # a 16-core box: workers 1 vs 8, 6 load generators
 
 Writes bench/results/scaling-<stamp>.json and prints a markdown table.
 """
@@ -44,10 +46,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
 from service.bench.audio import load_loop  # noqa: E402
-from service.bench.driver import Plan, pick_language, run_level  # noqa: E402
+from service.bench.driver import Plan, pick_language  # noqa: E402
 from service.bench.machine import describe  # noqa: E402
 from service.bench.procstats import ProcSample, is_sidecar, processes  # noqa: E402
 from service.bench.server import FAKE_WORD_MS, ServerProc, write_fake_script  # noqa: E402
+from service.bench.spread import drive  # noqa: E402
 from service.bench.trace import Thresholds  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -109,7 +112,8 @@ def pairs(args: argparse.Namespace, fake_model: str) -> dict[str, tuple[Config, 
     """name -> (A, B, levels, frame ms, model)."""
     vox = ("--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs))
     return {
-        "workers": (Config("workers=1", "fake", ("--workers", "1")), Config("workers=2", "fake", ("--workers", "2")),
+        "workers": (Config("workers=1", "fake", ("--workers", "1")),
+                    Config(f"workers={args.workers_b}", "fake", ("--workers", str(args.workers_b))),
                     args.fake_levels, 20, fake_model),
         "engines": (Config("engines=1", "fake", ("--engines", "1")), Config("engines=2", "fake", ("--engines", "2")),
                     args.fake_levels, 20, fake_model),
@@ -131,16 +135,19 @@ async def start_server(cfg: Config, model: str, max_sessions: int, logdir: Path)
     return server
 
 
-async def one_run(pair: str, cfg: Config, server: ServerProc, n: int, plan: Plan, loop: Any) -> dict[str, Any]:
+async def one_run(pair: str, cfg: Config, server: ServerProc, n: int, plan: Plan, loop: Any,
+                  load_processes: int) -> dict[str, Any]:
     assert server.pid is not None
     before, me0, t0 = tree(server.pid), os.times(), time.monotonic()
-    r = await run_level(server.target, n, 1, loop, plan, None)
+    r = await drive(server.target, n, plan, loop, load_processes)
     after, me1, wall = tree(server.pid), os.times(), time.monotonic() - t0
     procs = cpu_window(before, after, wall)
     by_name: dict[str, float] = {}
     for p in procs:
         by_name[p["name"]] = by_name.get(p["name"], 0.0) + p["cores"]
-    bench_cores = (me1.user + me1.system - me0.user - me0.system) / wall
+    # The load generator: this process and the children it waited for (--load-processes > 1).
+    bench_cores = (me1.user + me1.system + me1.children_user + me1.children_system
+                   - me0.user - me0.system - me0.children_user - me0.children_system) / wall
     run = {
         "pair": pair, "config": cfg.label, "n": n, "held": r.held, "kept_up": r.sessions_kept_up,
         "errors": r.errors, "latency_p50_s": r.latency_p50_s, "latency_p95_s": r.latency_p95_s,
@@ -150,7 +157,7 @@ async def one_run(pair: str, cfg: Config, server: ServerProc, n: int, plan: Plan
         "mc_per_stream": {k: round(1000 * v / n, 2) for k, v in sorted(by_name.items())},
         "server_mc_per_stream": round(1000 * sum(by_name.values()) / n, 2),
         "busiest_process_mc_per_stream": round(1000 * max((p["cores"] for p in procs), default=0.0) / n, 2),
-        "bench_mc_per_stream": round(1000 * bench_cores / n, 2),
+        "bench_mc_per_stream": round(1000 * bench_cores / n, 2), "load_processes": r.load_processes,
     }
     _say(f"  {pair} {cfg.label} N={n}: {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{n}) "
          f"lat p50/p95 {_ms(r.latency_p50_s)}/{_ms(r.latency_p95_s)} ms  mc/stream {run['mc_per_stream']}  "
@@ -181,7 +188,7 @@ async def run_pair(pair: str, a: Config, b: Config, levels: list[int], frame_ms:
         order = [a, b, b, a] * (args.rounds // 2) + [a, b] * (args.rounds % 2)
         for n in levels:
             for cfg in order:
-                runs.append(await one_run(pair, cfg, servers[cfg.label], n, plan, loop))
+                runs.append(await one_run(pair, cfg, servers[cfg.label], n, plan, loop, args.load_processes))
                 await asyncio.sleep(args.pause_s)
     finally:
         for s in servers.values():
@@ -264,6 +271,10 @@ def main() -> int:
     p.add_argument("--pause-s", type=float, default=2.0, help="between runs")
     p.add_argument("--sessions-per-connection", type=int, default=4,
                    help="sessions per client TCP connection (default 4; voxgate bench: 32)")
+    p.add_argument("--workers-b", type=int, default=2, help="workers of the workers pair's B side (default 2)")
+    p.add_argument("--load-processes", type=int, default=1,
+                   help="load-generator processes, sessions split evenly (default 1; a many-core box needs more: one "
+                        "drives a few hundred 20 ms streams before its own CPU binds)")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     report = asyncio.run(main_async(args))

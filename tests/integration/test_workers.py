@@ -224,6 +224,28 @@ def test_voxgate_bench_spreads_its_sessions_over_the_workers(server: ServerProce
     raise AssertionError(f"each run's bench sessions all landed on one worker: last {before} -> {after}")
 
 
+def test_a_level_spread_over_two_load_generators_is_one_outcome(server: ServerProcess) -> None:
+    # bench/scaling.py --load-processes: each child drives its share; the parent merges their sessions.
+    import asyncio
+
+    from service.bench.audio import load_loop
+    from service.bench.driver import Plan, pick_language
+    from service.bench.spread import drive, shares
+    from service.bench.trace import Thresholds
+
+    assert shares(MAX_SESSIONS, 2) == [2, 1] and shares(1, 4) == [1]
+
+    async def level() -> object:
+        plan = Plan(duration_s=2.0, frame_ms=20, speed=1.0, stagger_s=0.1, timeout_s=30.0,
+                    thresholds=Thresholds(5.0, 10.0, 5.0), ref_shift_ms=0, progress=False,
+                    sessions_per_connection=1, language=await pick_language(server.target, None))
+        return await drive(server.target, MAX_SESSIONS, plan, load_loop(), 2)
+
+    outcome = asyncio.run(level())
+    assert outcome.load_processes == 2 and outcome.n == MAX_SESSIONS, outcome
+    assert outcome.errors == {} and outcome.latency_p50_s is not None, outcome
+
+
 def wait_restarted(server: ServerProcess, index: int, old_pid: int) -> ServiceWorker:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
