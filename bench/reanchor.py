@@ -627,10 +627,8 @@ def before_after_markdown(report: dict[str, Any]) -> list[str]:
         "|---|---|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
-        b, a = r["before_ms"], r["after_ms"]
         lines.append(f"| {r['preset']} | {r['device']} | {r['layers']} | {r['index_tensors_before']} → "
-                     f"{r['index_tensors_after']} | {fmt(b['p50'], '.1f')} | {fmt(b['p99'], '.1f')} "
-                     f"| {fmt(a['p50'], '.1f')} | {fmt(a['p99'], '.1f')} |")
+                     f"{r['index_tensors_after']} | {_p50_p99(r['before_ms'])} | {_p50_p99(r['after_ms'])} |")
     held = [r for r in rows if "before_host_held_ms" in r]
     if held:
         lines += [
@@ -641,11 +639,13 @@ def before_after_markdown(report: dict[str, Any]) -> list[str]:
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in held:
-            b, a = r["before_host_held_ms"], r["after_host_held_ms"]
-            lines.append(f"| {r['preset']} | {fmt(b['p50'], '.1f')} | {fmt(b['p99'], '.1f')} "
-                         f"| {len(r['before_sync_sites'])} | {fmt(a['p50'], '.1f')} | {fmt(a['p99'], '.1f')} "
-                         f"| {len(r['after_sync_sites'])} |")
+            lines.append(f"| {r['preset']} | {_p50_p99(r['before_host_held_ms'])} | {len(r['before_sync_sites'])} "
+                         f"| {_p50_p99(r['after_host_held_ms'])} | {len(r['after_sync_sites'])} |")
     return lines
+
+
+def _p50_p99(d: dict[str, Any]) -> str:
+    return f"{fmt(d['p50'], '.1f')} | {fmt(d['p99'], '.1f')}"
 
 
 def engine_markdown(report: dict[str, Any]) -> list[str]:
