@@ -16,12 +16,16 @@ and exits non-zero on any failure. What it checks, on the given device:
 - graph: a captured CUDA graph that reads the cache, replayed after an in-place rotation, reads the rotated keys
   (CUDA only);
 - cost: ms per re-anchor event (one session's live blocks in every layer) at the 16gb and datacenter presets'
-  windows and layer counts, and how many synchronizing calls an event makes (CUDA's sync debug mode).
+  windows and layer counts, and how many synchronizing calls an event makes (CUDA's sync debug mode); the same for
+  a KV group's layers rotated stacked (`stacked_*`: KeyRotator(stack_bytes=STACK_BYTES), off by default until a
+  GPU shows it faster), interleaved event by event with the default, after checking that it rotates bit for bit
+  as the default does (`stacking`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -38,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine_sidecar.reanchor.cuda_layouts import flash_writer, layer_views  # noqa: E402
 from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, probe_key_layout  # noqa: E402
 from engine_sidecar.reanchor.rotation import RotarySpec, rope_rotate  # noqa: E402
-from engine_sidecar.reanchor.rotator import DECODER, ENCODER, KeyRotator, LayerTarget  # noqa: E402
+from engine_sidecar.reanchor.rotator import DECODER, ENCODER, STACK_BYTES, KeyRotator, LayerTarget  # noqa: E402
 from engine_sidecar.reanchor.settings import ReanchorSettings  # noqa: E402
 from engine_sidecar.reanchor.shift import Shift  # noqa: E402
 from engine_sidecar.voxtral_plan import PRESETS, VOXTRAL_MINI_4B_REALTIME  # noqa: E402
@@ -133,24 +137,67 @@ def check_graph(device: torch.device) -> dict[str, Any]:
     return {"ok": bool(torch.equal(replayed, scores))}
 
 
+STACKING_LIVE = (1, 2, 5, 6)  # a session's live blocks in both groups, out of STACKING_BLOCKS
+STACKING_BLOCKS = 8
+
+
+def stacking_targets(device: torch.device, layers: int, seed: int = 3) -> tuple[list[LayerTarget], list[torch.Tensor]]:
+    """`layers` decoder and `layers` encoder layers at Voxtral's shapes (LBNHC, bf16; one KV group each), random
+    keys: for comparing a rotation one layer at a time with the same stacked."""
+    p = VOXTRAL_MINI_4B_REALTIME
+    gen = torch.Generator().manual_seed(seed)
+    targets, views = [], []
+    for group, (kind, heads, head_dim, states, neox) in enumerate((
+            (DECODER, p.decoder_kv_heads, p.decoder_head_dim, 1, True),
+            (ENCODER, p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor, False))):
+        stack = layer_views("LBNHC", layers, STACKING_BLOCKS, heads, BLOCK_SIZE * states, head_dim, torch.bfloat16,
+                            device)
+        key_layout = probe(stack[0], heads, BLOCK_SIZE * states, head_dim)
+        spec = RotarySpec(head_dim, head_dim, 1e6, neox=neox, states_per_token=states)
+        for i, view in enumerate(stack):
+            view.copy_(torch.randn(view.shape, generator=gen).to(torch.bfloat16))
+            targets.append(LayerTarget(f"{kind}.{i}", kind, group, spec, key_layout.key_view(view), key_layout, 1))
+            views.append(view)
+    return targets, views
+
+
+def stacking_shift() -> Shift:
+    return Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=(STACKING_LIVE, STACKING_LIVE))
+
+
+def check_stacking(device: torch.device) -> dict[str, Any]:
+    """A KV group's layers rotated stacked (stack_bytes=STACK_BYTES) equal one layer at a time, bit for bit."""
+    (one, one_views), (stacked, stacked_views) = stacking_targets(device, 4), stacking_targets(device, 4)
+    KeyRotator(tuple(one), ReanchorSettings()).rotate(stacking_shift())
+    KeyRotator(tuple(stacked), ReanchorSettings(), stack_bytes=STACK_BYTES).rotate(stacking_shift())
+    equal = all(torch.equal(a, b) for a, b in zip(one_views, stacked_views, strict=True))
+    return {"layers": len(one), "bitwise_equal": equal, "ok": equal}
+
+
 def check_cost(device: torch.device, preset_name: str, repeats: int) -> dict[str, Any]:
     """ms per event: one session's live blocks, every decoder and encoder layer, as the rotator does it."""
     rotator, shift = check_cost_rotator(device, preset_name)
+    stacked = dataclasses.replace(rotator, stack_bytes=STACK_BYTES)  # the candidate, timed alongside
     dec_blocks, enc_blocks = (len(b) for b in shift.blocks)
     sync = _synchronize(device)
-    rotator.rotate(shift)  # warm-up
+    times: dict[str, list[float]] = {"layer": [], "stacked": []}
+    for r in (rotator, stacked):  # warm-up
+        r.rotate(shift)
     sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        rotator.rotate(shift)
-        sync()
-        times.append((time.perf_counter() - start) * 1000)
+    for _ in range(repeats):  # interleaved, so the machine's drift hits both
+        for name, r in (("layer", rotator), ("stacked", stacked)):
+            start = time.perf_counter()
+            r.rotate(shift)
+            sync()
+            times[name].append((time.perf_counter() - start) * 1000)
     sites = _sync_sites(device, lambda: rotator.rotate(shift))
-    times.sort()
+    stacked_sites = _sync_sites(device, lambda: stacked.rotate(shift))
+    layer, stack = sorted(times["layer"]), sorted(times["stacked"])
     return {"preset": preset_name, "layers": len(rotator.targets), "blocks": [dec_blocks, enc_blocks],
-            "ms_median": round(times[len(times) // 2], 3), "ms_max": round(times[-1], 3),
-            "host_syncs": None if sites is None else len(sites), "sync_sites": sites, "ok": True}
+            "ms_median": round(layer[len(layer) // 2], 3), "ms_max": round(layer[-1], 3),
+            "host_syncs": None if sites is None else len(sites), "sync_sites": sites,
+            "stacked_ms_median": round(stack[len(stack) // 2], 3), "stacked_ms_max": round(stack[-1], 3),
+            "stacked_host_syncs": None if stacked_sites is None else len(stacked_sites), "ok": True}
 
 
 def check_cost_rotator(device: torch.device, preset_name: str) -> tuple[KeyRotator, Shift]:
@@ -223,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             for kind in (DECODER, ENCODER):
                 checks.append(_guarded("rotation", check_rotation, device, dtype, layout, kind))
     checks.append(_guarded("graph", check_graph, device))
+    checks.append(_guarded("stacking", check_stacking, device))
     for preset in PRESETS:
         checks.append(_guarded("cost", check_cost, device, preset, args.repeats))
     report["checks"] = checks

@@ -38,14 +38,31 @@ class LayerTarget:
     kernel_blocks_per_block: int  # kernel blocks may be finer than the scheduler's blocks
 
 
+# On a GPU an event is kernel launches, not bytes (an H200: ~12 ms for 58 layers at either preset's windows, twice
+# the keys at one; docs/reanchoring.md). Stacking a KV group's layers, up to this many bytes of keys at a time, cuts
+# Voxtral's 660 kernels an event to 188-228; the float32 rotation's temporaries make an event's transient memory
+# ~10x this. Off by default until a GPU run shows it faster (scripts/device_check.py times both); on a CPU it is
+# slower (the stacking copy is memory traffic, and launches cost nothing there).
+STACK_BYTES = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class _Read:
+    target: LayerTarget
+    index: torch.Tensor
+    keys: torch.Tensor  # the target's live keys, a copy: rotated, then written back into the cache
+
+
 @dataclass(frozen=True)
 class KeyRotator:
     targets: tuple[LayerTarget, ...]
     settings: ReanchorSettings
+    stack_bytes: int = 0  # a group's layers' keys rotated together up to this many bytes (0: one layer at a time)
 
     def rotate(self, shift: Shift) -> None:
         tables: dict[RotarySpec, ShiftTables] = {}  # one float64 table per spec per event, not per layer
         indices: dict[tuple[int, int, torch.device], torch.Tensor | None] = {}  # one copy per group, not per layer
+        batch: list[_Read] = []
         for target in self.targets:
             if not (self.settings.rotate_decoder if target.kind == DECODER else self.settings.rotate_encoder):
                 continue
@@ -57,18 +74,36 @@ class KeyRotator:
             index = indices[where]
             if index is None:
                 continue
-            table = tables.get(target.spec)
-            if table is None:
-                table = tables[target.spec] = shift_tables(target.spec, shift.tokens, device)
-            keys = target.layout.read(target.keys, index)  # a copy: rotate it, then write it back into the cache
-            rotate_keys_(keys, target.spec, table)
-            target.layout.write(target.keys, index, keys)
+            if target.spec not in tables:
+                tables[target.spec] = shift_tables(target.spec, shift.tokens, device)
+            read = _Read(target, index, target.layout.read(target.keys, index))
+            if batch and not self._joins(batch, read):
+                _rotate_batch(batch, tables[batch[0].target.spec])
+                batch = []
+            batch.append(read)
+        if batch:
+            _rotate_batch(batch, tables[batch[0].target.spec])
+
+    def _joins(self, batch: list[_Read], read: _Read) -> bool:
+        """Whether `read` can be rotated with `batch`: same group, blocks and rotation, and room under the limit."""
+        first = batch[0]
+        return (read.index is first.index and read.target.spec == first.target.spec
+                and read.keys.shape == first.keys.shape and read.keys.dtype == first.keys.dtype
+                and (len(batch) + 1) * read.keys.nbytes <= self.stack_bytes)
 
     def describe(self) -> list[dict[str, Any]]:
         return [{"layer": t.name, "kind": t.kind, "group": t.group, "layout": t.layout.describe(),
                  "dtype": str(t.keys.dtype).removeprefix("torch."), "head_dim": t.spec.head_dim,
                  "rotary_dim": t.spec.rotary_dim, "neox": t.spec.neox, "states_per_token": t.spec.states_per_token,
                  "base": t.spec.base} for t in self.targets]
+
+
+def _rotate_batch(batch: list[_Read], table: ShiftTables) -> None:
+    spec = batch[0].target.spec
+    keys = batch[0].keys if len(batch) == 1 else torch.stack([r.keys for r in batch])
+    rotate_keys_(keys, spec, table)
+    for i, r in enumerate(batch):
+        r.target.layout.write(r.target.keys, r.index, keys if len(batch) == 1 else keys[i])
 
 
 def _kernel_blocks(block_ids: Iterable[int], ratio: int) -> list[int]:
