@@ -99,11 +99,11 @@ class KeyRotator:
 
 
 def _rotate_batch(batch: list[_Read], table: ShiftTables) -> None:
-    spec = batch[0].target.spec
-    keys = batch[0].keys if len(batch) == 1 else torch.stack([r.keys for r in batch])
-    rotate_keys_(keys, spec, table)
-    for i, r in enumerate(batch):
-        r.target.layout.write(r.target.keys, r.index, keys if len(batch) == 1 else keys[i])
+    # One layer alone is rotated where it was read (a view with a batch dim), not copied into a stack of one.
+    keys = torch.stack([r.keys for r in batch]) if len(batch) > 1 else batch[0].keys.unsqueeze(0)
+    rotate_keys_(keys, batch[0].target.spec, table)
+    for r, rotated in zip(batch, keys, strict=True):
+        r.target.layout.write(r.target.keys, r.index, rotated)
 
 
 def _kernel_blocks(block_ids: Iterable[int], ratio: int) -> list[int]:

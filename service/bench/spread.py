@@ -2,8 +2,8 @@
 
 One asyncio process drives a few hundred 20 ms streams before its own CPU is the limit (~100 µs a message, as
 the server's); a many-core box needs several to find the server's ceiling. Each child runs `run_level` on its
-share of the sessions and prints a `Share`; the parent merges them into one `Outcome`. With K = 1 the level runs
-in this process, as before.
+share of the sessions and prints its summary as JSON; the parent merges them into one `Outcome`. With K = 1
+the level runs in this process, as before.
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ def shares(n: int, k: int) -> list[int]:
 async def drive(target: str, n: int, plan: Plan, loop: np.ndarray, processes: int) -> Outcome:
     if processes <= 1:
         return _outcome([_share(await run_level(target, n, 1, loop, plan, None))], 1)
-    job = {"target": target, "plan": dataclasses.asdict(plan)}
+    job, parts = {"target": target, "plan": dataclasses.asdict(plan)}, shares(n, processes)
     children = [await asyncio.create_subprocess_exec(
         sys.executable, "-m", "service.bench.spread", CHILD_FLAG, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE) for _ in shares(n, processes)]
+        stdout=asyncio.subprocess.PIPE) for _ in parts]
     replies = await asyncio.gather(*(child.communicate(json.dumps({**job, "n": share}).encode())
-                                     for child, share in zip(children, shares(n, processes), strict=True)))
+                                     for child, share in zip(children, parts, strict=True)))
     for child in children:
         if child.returncode != 0:
             raise RuntimeError(f"a load-generator process exited {child.returncode}")
