@@ -9,7 +9,8 @@ side by side: a fake engine (deterministic, with a 480 ms output delay like Voxt
 sphinx engine, the fake engine behind two service workers on one port (`--workers 2`: a session and
 its resume may land on either worker, and both share one sidecar's slots), and the fake engine as two
 sidecars behind one service (`--engines 2`), each with 4 slots and a 1 s resume window, so that a
-leaked slot shows within a few cases.
+leaked slot shows within a few cases. `make soak` adds Voxtral on vLLM-CPU (`voxtral`), and the same with
+two front ends on one engine core (`frontends`).
 
 Per stream: it ends within its deadline; OK ends with SessionEnded (voxgate.v1); an error is a
 documented code with an ErrorInfo reason, never UNKNOWN/INTERNAL; what the client sent is echoed
@@ -159,14 +160,16 @@ def make_server(tmp: Path, name: str) -> WireServer:
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, workers=2)
     if name == "engines":  # two engine sidecars behind one service: sessions placed by capacity
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, engines=2)
-    if name == "voxtral":
+    if name in ("voxtral", "frontends"):  # frontends: one engine core, two AsyncLLM front ends (vLLM's mechanism)
         pytest.importorskip("vllm")
         from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
         model = build_tiny_checkpoint(tmp / f"tiny-voxtral-{os.getpid()}", seed=0)
         return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,
-                           ready_timeout_s=600)  # no case is long enough to re-anchor (docs/reliability.md)
-    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, engines, voxtral)")
+                          ready_timeout_s=600,  # no case is long enough to re-anchor (docs/reliability.md)
+                          frontends=2 if name == "frontends" else 1)
+    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, engines, voxtral, "
+                     "frontends)")
 
 
 def run_case(case: Case, server: WireServer, report: Report, start_after: float) -> None:

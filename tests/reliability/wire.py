@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2
 from riva.client.proto import riva_asr_pb2 as rasr
 from riva.client.proto import riva_audio_pb2 as raudio
 
+from engine_api.frontends import frontend_sockets
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
 from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
 from tests.helpers import (
@@ -213,12 +214,14 @@ class WireServer:
     """A `voxgate serve` under fuzz: its counters, readiness, log and memory, read from outside."""
 
     def __init__(self, tmp: Path, name: str, engine: str, model: str, args: tuple[str, ...],
-                 ready_timeout_s: float = 60.0, workers: int = 1, engines: int = 1) -> None:
+                 ready_timeout_s: float = 60.0, workers: int = 1, engines: int = 1, frontends: int = 1) -> None:
         self.name, self.engine, self._tmp, self._model, self._args = name, engine, tmp, model, args
         self._ready_timeout_s = ready_timeout_s
         self._workers = workers  # > 1: `--workers N`, each worker's own count summed, each worker watched
         self._engines = engines  # > 1: `--engines N`, each sidecar's counts summed, each sidecar watched
+        self._frontends = frontends  # > 1: `frontends=K` (one sidecar, K front ends), each front end's counts summed
         self.service_workers: list[ServiceWorker] = []
+        self.frontend_pids: list[int] = []
         self.restarts = 0
         self.rss_peak: dict[str, int] = {}  # over every process this server had
         self._start()
@@ -227,7 +230,9 @@ class WireServer:
         self.socket = self._tmp / f"{self.name}-{os.getpid()}-{self.restarts}.sock"  # a soak dir outlives runs
         workers = ("--workers", str(self._workers)) if self._workers > 1 else ()
         engines = ("--engines", str(self._engines)) if self._engines > 1 else ()
-        self.proc: ServerProcess = start_server(self._tmp, *self._args, *workers, *engines, "--sidecar-socket",
+        frontends = ("--engine-option", f"frontends={self._frontends}") if self._frontends > 1 else ()
+        self.proc: ServerProcess = start_server(self._tmp, *self._args, *workers, *engines, *frontends,
+                                                "--sidecar-socket",
                                                 str(self.socket), engine=self.engine, model=self._model,
                                                 ready_timeout_s=self._ready_timeout_s)
         if self._workers > 1:  # the supervisor runs the sidecar at engine.sock in its own directory
@@ -237,8 +242,30 @@ class WireServer:
         # several engines: socket S is S.0, S.1, … (one sidecar each)
         self.engine_sockets = [self.socket] if self._engines == 1 else \
             [self.socket.with_name(f"{self.socket.name}.{i}") for i in range(self._engines)]
+        if self._frontends > 1:  # front end i of the one sidecar serves on S.i (S itself for 0)
+            self.engine_sockets = [Path(s) for s in frontend_sockets(str(self.socket), self._frontends)]
+            self._wait_for_frontends()
         self._log_offset = 0
         self.rss_base: dict[str, int] = {}
+
+    def _frontend_pids(self, timeout_s: float) -> list[int]:
+        """Each front end's pid from its own GetStatus, once all answer (the service serves once one does)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                pids = []
+                for socket in self.engine_sockets:
+                    with grpc.insecure_channel(f"unix:{socket}") as ch:
+                        pids.append(engine_pb2_grpc.EngineStub(ch).GetStatus(engine_pb2.GetStatusRequest(),
+                                                                             timeout=5).pid)
+                return pids
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def _wait_for_frontends(self) -> None:
+        self.frontend_pids = self._frontend_pids(self._ready_timeout_s)
 
     def restart(self) -> None:
         """After a broken state (a leak that wedges it): a fresh process, so the fuzz can go on."""
@@ -300,6 +327,8 @@ class WireServer:
         if now != self.service_workers:  # the supervisor restarts a dead worker: that death is the failure
             return f"service workers {[(w.index, w.pid) for w in self.service_workers]} are now " \
                    f"{[(w.index, w.pid) for w in now]}"
+        if self.frontend_pids and (pids := self._frontend_pids(5.0)) != self.frontend_pids:
+            return f"front ends {self.frontend_pids} are now {pids}"  # the sidecar replaces a dead one
         return None
 
     def new_log_problems(self) -> list[str]:
@@ -321,7 +350,8 @@ class WireServer:
         sidecars = sidecar_children(self.proc.proc.pid)
         pids = {"service": self.proc.proc.pid, **{f"worker-{w.index}": w.pid for w in self.service_workers},
                 **({"sidecar": sidecars[0]} if self._engines == 1 else
-                   {f"sidecar-{i}": pid for i, pid in enumerate(sidecars)})}
+                   {f"sidecar-{i}": pid for i, pid in enumerate(sidecars)}),
+                **{f"frontend-{i}": pid for i, pid in enumerate(self.frontend_pids)}}
         return {k: psutil.Process(pid).memory_info().rss for k, pid in pids.items()}
 
     def rss_growth(self) -> dict[str, int]:
