@@ -54,8 +54,8 @@ def prepare_socket(path: Path) -> None:
     replace the socket, so it gets a warning; the service's default directory is a fresh 0700 one.
     """
     parent = path.parent
-    if not parent.is_dir():
-        parent.mkdir(parents=True, mode=0o700)
+    # exist_ok: K front ends of one sidecar prepare their sockets in one directory at the same moment
+    parent.mkdir(parents=True, mode=0o700, exist_ok=True)
     st = parent.stat()
     if st.st_uid != os.getuid() or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
         structlog.get_logger("sidecar").warning(

@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -141,6 +142,24 @@ def test_shared_socket_directory_gets_a_warning(tmp_path: Path) -> None:
     with structlog.testing.capture_logs() as logs:
         prepare_socket(shared / "engine.sock")
     assert logs == []
+
+
+def test_front_ends_preparing_one_socket_directory_at_once_all_succeed(tmp_path: Path) -> None:
+    """K front ends of one sidecar serve on <socket>, <socket>.1, ... in one directory, each preparing it
+    as it starts (CI caught a front end failing with FileExistsError when another created it first)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    for attempt in range(20):
+        directory = tmp_path / f"engine-{attempt}" / "sub"
+        start = threading.Barrier(4)
+
+        def prepare(i: int, directory: Path = directory, start: threading.Barrier = start) -> None:
+            start.wait()
+            prepare_socket(directory / f"engine.sock{'' if i == 0 else f'.{i}'}")
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(prepare, range(4)))  # raises what any of them raised
+        assert directory.stat().st_mode & 0o777 == 0o700
 
 
 def test_service_refuses_an_engine_socket_others_can_reach(tmp_path: Path) -> None:
