@@ -36,8 +36,7 @@ def parse_variant(text: str) -> dict[str, Any]:
     return options
 
 
-async def one_run(model: str, options: dict[str, Any], n: int, seconds: float,
-                  warmup_s: float = 0.0) -> dict[str, float]:
+async def one_run(model: str, options: dict[str, Any], n: int, seconds: float) -> dict[str, float]:
     from engine_sidecar.engines import create_engine
 
     engine: Any = create_engine("voxtral", model, max(16, n), options)
@@ -45,7 +44,7 @@ async def one_run(model: str, options: dict[str, Any], n: int, seconds: float,
     try:
         pcm = (np.random.default_rng(0).standard_normal(int(16000 * seconds)) * 3000).astype("<i2").tobytes()
 
-        async def session(i: int, pcm: bytes = pcm) -> None:
+        async def session(i: int) -> None:
             s = await engine.open_session(f"s{i}", "en")
 
             async def drain() -> None:
@@ -60,8 +59,6 @@ async def one_run(model: str, options: dict[str, Any], n: int, seconds: float,
             await s.close()
             await reader
 
-        if warmup_s:  # the process's one-time costs (lazy imports, first requests) out of the measured run
-            await asyncio.gather(*(session(i, pcm[:int(32000 * warmup_s)]) for i in range(n)))
         cpu, main, wall = time.process_time(), time.thread_time(), time.monotonic()
         await asyncio.gather(*(session(i) for i in range(n)))
         cpu, main, wall = time.process_time() - cpu, time.thread_time() - main, time.monotonic() - wall

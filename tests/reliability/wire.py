@@ -244,7 +244,7 @@ class WireServer:
             [self.socket.with_name(f"{self.socket.name}.{i}") for i in range(self._engines)]
         if self._frontends > 1:  # front end i of the one sidecar serves on S.i (S itself for 0)
             self.engine_sockets = [Path(s) for s in frontend_sockets(str(self.socket), self._frontends)]
-            self._wait_for_frontends()
+            self.frontend_pids = self._frontend_pids(self._ready_timeout_s)
         self._log_offset = 0
         self.rss_base: dict[str, int] = {}
 
@@ -263,9 +263,6 @@ class WireServer:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-
-    def _wait_for_frontends(self) -> None:
-        self.frontend_pids = self._frontend_pids(self._ready_timeout_s)
 
     def restart(self) -> None:
         """After a broken state (a leak that wedges it): a fresh process, so the fuzz can go on."""

@@ -149,13 +149,15 @@ def test_front_ends_preparing_one_socket_directory_at_once_all_succeed(tmp_path:
     as it starts (CI caught a front end failing with FileExistsError when another created it first)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from engine_api.frontends import frontend_socket
+
     for attempt in range(20):
         directory = tmp_path / f"engine-{attempt}" / "sub"
         start = threading.Barrier(4)
 
         def prepare(i: int, directory: Path = directory, start: threading.Barrier = start) -> None:
             start.wait()
-            prepare_socket(directory / f"engine.sock{'' if i == 0 else f'.{i}'}")
+            prepare_socket(Path(frontend_socket(str(directory / "engine.sock"), i)))
 
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(prepare, range(4)))  # raises what any of them raised
