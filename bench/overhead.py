@@ -266,7 +266,7 @@ class Bare:
                 k += len(ids)
                 trace.token_arrivals += [now] * len(ids)
                 if out.outputs[0].text:  # what becomes a Delta in the engine and a result in voxgate
-                    # The audio time the engine wrapper gives token k (engine_sidecar/voxtral/timing.py).
+                    # The audio time the engine wrapper gives token k (engine_sidecar/engines/voxtral/timing.py).
                     trace.results.append((now, max(0, min(geometry.token_end_ms(k - 1), audio_ms)), False))
             trace.ended = time.monotonic()
 
@@ -328,7 +328,7 @@ class VllmRealtime:
     def launch(self) -> None:
         import subprocess
 
-        from engine_sidecar.voxtral.procs import set_env_defaults
+        from engine_sidecar.engines.voxtral.procs import set_env_defaults
 
         saved = dict(os.environ)
         set_env_defaults(cpu=True)  # the same environment the sidecar gives its engine
@@ -621,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="voxgate-bench-") as tmp:
         model = args.model
         if not model:
-            from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+            from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
             model = str(build_tiny_checkpoint(Path(tmp) / "tiny", seed=0))
             print(f"tiny checkpoint: {model}", flush=True)

@@ -21,7 +21,7 @@ One run, three measurements:
                   A third engine, `before` (max_model_len 320 too), runs KeyRotator.rotate as it was before one
                   index tensor per KV group (`legacy_rotate`, installed in vLLM's spawned processes by a
                   sitecustomize): step time around events before vs after that change, side by side.
-  3. real-model   engine_sidecar.reanchor.rotation.rotate_keys_ (with shift_tables) over every layer's live
+  3. real-model   reanchor.rotation.rotate_keys_ (with shift_tables) over every layer's live
      micro-bench  keys of ONE session at Voxtral-Mini-4B-Realtime's dimensions (decoder 26 layers x 8 KV
                   heads x 128, NeoX; encoder 32 layers x 32 KV heads x 64, GPT-J, 4 states per token),
                   for the 16gb (512/256) and datacenter (1024/512) windows, in float32 and bfloat16, on
@@ -150,7 +150,7 @@ class Trace:
 BEFORE_SITECUSTOMIZE = """
 import os, sys
 try:
-    import engine_sidecar.reanchor.rotator as _rotator
+    import engine_sidecar.engines.voxtral.reanchor.rotator as _rotator
     from bench.reanchor import legacy_rotate as _legacy
 
     def _rotate(self, shift, _mark=os.environ.get("VOXGATE_BENCH_BEFORE_MARK")):
@@ -357,7 +357,7 @@ def by_position(base: list[Trace], small: list[Trace]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Stack:
-    """One attention stack of Voxtral-Mini-4B-Realtime (engine_sidecar/voxtral_plan/params.py)."""
+    """One attention stack of Voxtral-Mini-4B-Realtime (engine_sidecar/engines/voxtral/plan/params.py)."""
 
     name: str
     layers: int
@@ -369,7 +369,7 @@ class Stack:
 
 
 def real_stacks() -> tuple[Stack, Stack]:
-    from engine_sidecar.voxtral_plan.params import VOXTRAL_MINI_4B_REALTIME as p
+    from engine_sidecar.engines.voxtral.plan.params import VOXTRAL_MINI_4B_REALTIME as p
 
     return (Stack("decoder", p.decoder_layers, p.decoder_kv_heads, p.decoder_head_dim, True, 1, 128),
             Stack("encoder", p.encoder_layers, p.encoder_kv_heads, p.encoder_head_dim, False,
@@ -383,7 +383,7 @@ THETA = 1e6  # the encoder's (vLLM hard-codes it); the angle values do not chang
 def micro_bench(repeats: int, shift_tokens: int, threads: int) -> list[dict[str, Any]]:
     import torch
 
-    from engine_sidecar.reanchor.rotation import RotarySpec, rotate_keys_, shift_tables
+    from engine_sidecar.engines.voxtral.reanchor.rotation import RotarySpec, rotate_keys_, shift_tables
 
     if threads > 0:  # one thread by default: on a busy machine two OpenMP threads wait on each other (bimodal times)
         torch.set_num_threads(threads)
@@ -447,7 +447,7 @@ def legacy_rotate(rotator: Any, shift: Any) -> None:
     from pageable memory. Same gather/rotate/scatter otherwise."""
     import torch
 
-    from engine_sidecar.reanchor.rotation import ShiftTables, rotate_keys_, shift_tables
+    from engine_sidecar.engines.voxtral.reanchor.rotation import ShiftTables, rotate_keys_, shift_tables
 
     tables: dict[Any, Any] = {}
     for target in rotator.targets:
@@ -472,7 +472,7 @@ def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> 
     worker probes them; the live blocks of one session at each preset's windows."""
     import torch
 
-    from engine_sidecar.reanchor.rotator import _index_tensor
+    from engine_sidecar.engines.voxtral.reanchor.rotator import _index_tensor
     from scripts.device_check import check_cost_rotator
 
     if threads > 0:
@@ -488,7 +488,7 @@ def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> 
             made["n"] += 1
             return _index_tensor(ids, dev)
 
-        import engine_sidecar.reanchor.rotator as rotator_module
+        import engine_sidecar.engines.voxtral.reanchor.rotator as rotator_module
 
         rotator_module._index_tensor = counting  # type: ignore[assignment]
         try:
@@ -775,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
         model = args.model
         if not args.skip_engines:
             if not model:
-                from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+                from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
                 model = str(build_tiny_checkpoint(Path(tmp) / "tiny", seed=0))
                 print(f"tiny checkpoint: {model}", flush=True)

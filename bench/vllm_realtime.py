@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """(c) vLLM's own `/v1/realtime` websocket server under the same load as `voxgate bench`.
 
-Start the server yourself (CPU, tiny checkpoint; env as engine_sidecar/voxtral/procs.py sets it):
+Start the server yourself (CPU, tiny checkpoint; env as engine_sidecar/engines/voxtral/procs.py sets it):
 
     VLLM_HOST_IP=127.0.0.1 VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 .venv/bin/python -m \\
         vllm.entrypoints.openai.api_server --model DIR --tokenizer-mode mistral --config-format mistral \\
@@ -12,7 +12,7 @@ Per connection, vLLM 0.32.0's protocol (vllm/entrypoints/speech_to_text/realtime
 {model}, input_audio_buffer.commit (starts generation), input_audio_buffer.append {audio: base64 PCM16
 16 kHz} per chunk, input_audio_buffer.commit {final: true}; it answers one transcription.delta per engine
 token (blank ones with ""), then transcription.done. Token k's audio end is the stream geometry's
-token_end_ms(k) (engine_sidecar/voxtral/timing.py), so lag = arrival of a non-empty delta - when that
+token_end_ms(k) (engine_sidecar/engines/voxtral/timing.py), so lag = arrival of a non-empty delta - when that
 audio was sent, exactly as `voxgate bench` measures voxgate's interim results. Same keep-up rule as
 `voxgate bench --engine voxtral`: lag p95 <= 1.0 s, end of audio -> transcription.done <= 2 s,
 no send > 0.5 s late, no error.
@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine_sidecar.voxtral.timing import StreamGeometry, geometry_from_tokenizer  # noqa: E402
+from engine_sidecar.engines.voxtral.timing import StreamGeometry, geometry_from_tokenizer  # noqa: E402
 from service.bench.audio import SAMPLE_RATE, frames, load_loop  # noqa: E402
 from service.bench.driver import send_paced  # noqa: E402
 from service.bench.trace import SessionTrace, Thresholds, pct, summarize  # noqa: E402

@@ -1,4 +1,5 @@
-"""How a process states its flow-control bounds: one `Limit` per bound (service/limits.py, engine_sidecar/limits.py).
+"""How a process states its flow-control bounds: one `Limit` per bound (service/limits.py,
+engine_sidecar/engines/limits.py).
 
 Like uvicorn's limit_concurrency / ws_max_queue, each bound is a number with a unit an operator can reason
 about (milliseconds of audio, messages) and a stated consequence. The README's tuning table is generated

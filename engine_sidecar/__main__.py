@@ -9,8 +9,7 @@ import argparse
 import sys
 
 from engine_api.logs import configure_logging
-
-from .main import add_sidecar_arguments, run_sidecar
+from engine_sidecar.process.main import add_sidecar_arguments, run_sidecar
 
 
 def build_parser() -> argparse.ArgumentParser:

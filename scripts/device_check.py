@@ -4,8 +4,8 @@
     python3 scripts/device_check.py --device cuda     # on a GPU box: nothing but this repository needed
     python3 scripts/device_check.py --device cpu      # in CI, so the check never rots
 
-Imports the standard library, torch and the project's re-anchoring math (engine_sidecar/reanchor: layout probe,
-rotation, rotator; engine_sidecar/voxtral_plan: the real model's shapes and the presets). Prints one JSON summary
+Imports the standard library, torch and the project's re-anchoring math (engine_sidecar/engines/voxtral/:
+reanchor's layout probe, rotation and rotator; plan's real model shapes and presets). Prints one JSON summary
 and exits non-zero on any failure. What it checks, on the given device:
 
 - rotation: keys written at position p (RoPE in float64, rounded once to the dtype) into vLLM 0.32's CUDA KV
@@ -39,13 +39,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine_sidecar.reanchor.cuda_layouts import flash_writer, layer_views  # noqa: E402
-from engine_sidecar.reanchor.layout import KeyLayout, KvWriter, probe_key_layout  # noqa: E402
-from engine_sidecar.reanchor.rotation import RotarySpec, rope_rotate  # noqa: E402
-from engine_sidecar.reanchor.rotator import DECODER, ENCODER, STACK_BYTES, KeyRotator, LayerTarget  # noqa: E402
-from engine_sidecar.reanchor.settings import ReanchorSettings  # noqa: E402
-from engine_sidecar.reanchor.shift import Shift  # noqa: E402
-from engine_sidecar.voxtral_plan import PRESETS, VOXTRAL_MINI_4B_REALTIME  # noqa: E402
+from engine_sidecar.engines.voxtral.plan import PRESETS, VOXTRAL_MINI_4B_REALTIME  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.cuda_layouts import flash_writer, layer_views  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.layout import KeyLayout, KvWriter, probe_key_layout  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.rotation import RotarySpec, rope_rotate  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.rotator import DECODER, ENCODER, STACK_BYTES, KeyRotator, LayerTarget  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.settings import ReanchorSettings  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.shift import Shift  # noqa: E402
 
 BLOCK_SIZE = 16  # vLLM's default on CUDA; the encoder holds block_pool_size states per token
 LAYOUTS = ("LBNHC", "BLNHC")  # FlashAttention/Triton's 0.32 default, and the block-outermost one

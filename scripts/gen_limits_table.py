@@ -1,6 +1,6 @@
 """Write README.md's "Tuning: flow-control limits" table from the limits modules (the only way it is made).
 
-Sources: service/limits.py, engine_sidecar/limits.py, clients/python/voxgate_client/limits.py. The table
+Sources: service/limits.py, engine_sidecar/engines/limits.py, clients/python/voxgate_client/limits.py. The table
 sits between the README's `<!-- limits:begin -->` and `<!-- limits:end -->` lines; each bound is shown in
 ms of audio or messages (a bound in bytes also as ms of 16 kHz LINEAR16, the engine's format).
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "clients/python")]  # run as a script from anywhere
 
 from engine_api.audio import BYTES_PER_MS  # noqa: E402
-from engine_sidecar import limits as sidecar_limits  # noqa: E402
+from engine_sidecar.engines import limits as sidecar_limits  # noqa: E402
 from service import limits as service_limits  # noqa: E402
 from voxgate_client import limits as client_limits  # noqa: E402
 

@@ -11,8 +11,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from engine_sidecar.main import add_sidecar_arguments
-from engine_sidecar.voxtral_plan.cli import add_plan_arguments
+from engine_sidecar.engines.voxtral.plan.cli import add_plan_arguments
+from engine_sidecar.process.main import add_sidecar_arguments
 from voxgate_client.cli import add_transcribe_arguments, run_transcribe
 from voxgate_client.status import add_status_arguments, run_status
 
@@ -60,16 +60,16 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_bench(args)
     if args.command == "plan":
-        from engine_sidecar.voxtral_plan.cli import run_plan
+        from engine_sidecar.engines.voxtral.plan.cli import run_plan
 
         return run_plan(args)
     if args.command == "tiny-checkpoint":
-        from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+        from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
         print(build_tiny_checkpoint(Path(args.dir), seed=args.seed))
         return 0
     if args.command == "sidecar":
-        from engine_sidecar.main import run_sidecar
+        from engine_sidecar.process.main import run_sidecar
 
         configure_logging()
         return run_sidecar(args)

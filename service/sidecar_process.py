@@ -17,7 +17,7 @@ SIDECAR_MODULE = "engine_sidecar"  # run as `python -m engine_sidecar`: the side
 
 
 def sidecar_command(c: Config, socket: Path) -> list[str]:
-    """The sidecar process's command line (its flags: engine_sidecar.main.add_sidecar_arguments)."""
+    """The sidecar process's command line (its flags: engine_sidecar.process.main.add_sidecar_arguments)."""
     cmd = [sys.executable, "-m", SIDECAR_MODULE, "--engine", c.engine, "--model", c.model,
            "--socket", str(socket), "--max-sessions", str(c.max_sessions)]
     if c.engine_options:

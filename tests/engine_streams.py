@@ -11,7 +11,7 @@ from typing import Any
 
 from engine_api.audio import BYTES_PER_MS
 from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed
-from engine_sidecar.engine import EngineSession
+from engine_sidecar.engines.engine import EngineSession
 
 
 @dataclass

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from engine_api.outputs import Closed, EngineOutput
-
-from ..engine import EngineCounters
-from ..output_queue import OutputChannel
+from engine_sidecar.engines.engine import EngineCounters
+from engine_sidecar.engines.output_queue import OutputChannel
 
 
 class ChannelSession:

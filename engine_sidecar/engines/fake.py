@@ -26,9 +26,8 @@ from engine_api.audio import BYTES_PER_MS
 from engine_api.info import EngineInfo
 from engine_api.outputs import Delta, Flushed
 from engine_api.status import EngineStatus
-
-from ..engine import EngineCounters
-from .base import ChannelSession
+from engine_sidecar.engines.base import ChannelSession
+from engine_sidecar.engines.engine import EngineCounters
 
 VOCABULARY = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 WORD_DURATION_MS = 300

@@ -21,9 +21,8 @@ from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
 from engine_api.info import EngineInfo, InterimStability
 from engine_api.outputs import Delta, Flushed, Progress, Revision
 from engine_api.status import EngineStatus
-
-from ..engine import EngineCounters
-from .base import ChannelSession
+from engine_sidecar.engines.base import ChannelSession
+from engine_sidecar.engines.engine import EngineCounters
 
 FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
 STABLE_MS = 600

@@ -28,7 +28,7 @@ if os.environ.get("VOXGATE_REQUIRE_VLLM") == "1":
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("safetensors")
-    from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+    from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-voxtral"), seed=0)
 
@@ -37,7 +37,7 @@ class Harness:
     """A started VoxtralEngine on a private event loop."""
 
     def __init__(self, model: Path, options: dict[str, Any], max_sessions: int = 8) -> None:
-        from engine_sidecar.engines.voxtral_engine import VoxtralEngine
+        from engine_sidecar.engines.voxtral.engine import VoxtralEngine
 
         self.loop = asyncio.new_event_loop()
         self.engine = VoxtralEngine(str(model), max_sessions, options)

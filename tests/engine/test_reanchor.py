@@ -193,7 +193,7 @@ def test_a_margin_that_leaves_no_room_falls_back_with_the_numbers(throwaway: Any
 
 
 def test_every_private_vllm_attribute_the_extension_relies_on_exists() -> None:
-    from engine_sidecar.reanchor.guards import REQUIRED, missing_attributes
+    from engine_sidecar.engines.voxtral.reanchor.guards import REQUIRED, missing_attributes
 
     assert missing_attributes() == []
     assert missing_attributes([("vllm.v1.request", "Request", "no_such_attribute")]) == [
@@ -202,8 +202,8 @@ def test_every_private_vllm_attribute_the_extension_relies_on_exists() -> None:
 
 
 def test_config_guards_name_each_reason() -> None:
-    from engine_sidecar.reanchor.guards import config_problems
-    from engine_sidecar.voxtral.options import VLLM_VERSION, VoxtralOptions
+    from engine_sidecar.engines.voxtral.options import VLLM_VERSION, VoxtralOptions
+    from engine_sidecar.engines.voxtral.reanchor.guards import config_problems
 
     assert config_problems(VoxtralOptions(), VLLM_VERSION + "+cpu", VLLM_VERSION) == []
     problems = config_problems(VoxtralOptions(kv_cache_dtype="fp8_e4m3", enable_prefix_caching=True), "0.33.0",
@@ -217,7 +217,7 @@ def test_config_guards_name_each_reason() -> None:
 
 
 def test_margin_must_fit_below_max_model_len() -> None:
-    from engine_sidecar.voxtral.options import VoxtralOptions
+    from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
     with pytest.raises(ValueError, match="reanchor_margin_tokens"):
         VoxtralOptions.from_mapping({"max_model_len": 256, "reanchor_margin_tokens": 256})

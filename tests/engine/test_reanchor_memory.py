@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from engine_api.outputs import Closed, Diagnostic
-from engine_sidecar.voxtral.request_memory import HELD_IDS_CEILING, held_ids
+from engine_sidecar.engines.voxtral.request_memory import HELD_IDS_CEILING, held_ids
 from tests.engine.conftest import Harness
 from tests.engine.test_reanchor import SMALL, TINY_GEOMETRY, speech
 

@@ -57,7 +57,7 @@ def test_an_unacknowledged_shift_ends_reanchoring_for_that_session_with_a_diagno
 
 
 def test_the_sidecar_status_says_what_runs(make_harness: Any) -> None:
-    from engine_sidecar.servicer import EngineServicer
+    from engine_sidecar.process.servicer import EngineServicer
 
     h = make_harness(max_model_len=SMALL, **TINY_GEOMETRY)
     runtime = h.engine.info.position_runtime

@@ -1,5 +1,5 @@
 """vLLM's EngineCore and Worker run on tcmalloc on the CPU (engine option allocator=auto), the front end keeps
-its own malloc, and allocator=system keeps glibc everywhere (engine_sidecar/voxtral/allocator.py; why:
+its own malloc, and allocator=system keeps glibc everywhere (engine_sidecar/engines/voxtral/allocator.py; why:
 docs/reanchoring.md, the test_reanchor_memory.py bullet).
 CI installs libtcmalloc-minimal4 (scripts/ci_toolchains.sh)."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from engine_sidecar.voxtral.allocator import find_tcmalloc
+from engine_sidecar.engines.voxtral.allocator import find_tcmalloc
 from tests.engine.conftest import Harness
 
 pytest.importorskip("vllm")

@@ -27,7 +27,7 @@ from engine_api.audio import BYTES_PER_MS
 from engine_api.frontends import FRONTEND_INDEX, FRONTENDS, frontend_socket
 from engine_api.outputs import Closed, DiagnosticKind
 from engine_api.wire import output_from_proto
-from engine_sidecar.voxtral.allocator import find_tcmalloc
+from engine_sidecar.engines.voxtral.allocator import find_tcmalloc
 from service.bench.audio import speech_with_pauses as speech
 from tests.engine.conftest import Harness, Result, stream
 
@@ -166,7 +166,7 @@ def test_each_front_end_says_which_it_is_and_takes_its_share(frontends: FrontEnd
 
 
 def test_the_core_hosts_engine_core_and_worker_get_tcmalloc_and_the_front_ends_do_not(frontends: FrontEnds) -> None:
-    """allocator=auto on the core host's path (engine_sidecar/voxtral/allocator.py): preloaded around the core's
+    """allocator=auto on the core host's path (engine_sidecar/engines/voxtral/allocator.py): preloaded around the core's
     launch only, so the front ends it starts afterwards (and their replacements) keep glibc's malloc."""
     if find_tcmalloc() is None:
         pytest.skip("no libtcmalloc on this machine (apt-get install libtcmalloc-minimal4)")

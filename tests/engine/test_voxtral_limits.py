@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine_sidecar.voxtral.session import VoxtralSession
+from engine_sidecar.engines.voxtral.session import VoxtralSession
 from tests.engine.conftest import Harness, Result, engine_children, noise, stream
 
 pytest.importorskip("vllm")

@@ -140,7 +140,7 @@ def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]
     in frames that do not fall on the model's 80 ms."""
     import numpy as np
 
-    from engine_sidecar.voxtral.steps import vllm_prompts
+    from engine_sidecar.engines.voxtral.steps import vllm_prompts
 
     samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
     chunks = [samples[i:i + 1333] for i in range(0, len(samples), 1333)]
@@ -148,7 +148,7 @@ def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]
 
 
 def test_direct_step_inputs_equal_vllms_renderer(h: Harness) -> None:
-    from engine_sidecar.voxtral import chunk_render
+    from engine_sidecar.engines.voxtral import chunk_render
 
     assert isinstance(h.engine._ctx.render, chunk_render.DirectRender)
     prompts = realtime_prompts(h, noise(3.0, seed=4), steps=30)
@@ -176,8 +176,8 @@ def test_direct_and_vllm_step_inputs_give_the_same_tokens(h: Harness, make_harne
 # How the steps reach vLLM: from the request's own task (the default where checked equal) or generate().
 
 def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
-    from engine_sidecar.voxtral import chunk_render, step_driver, steps
-    from engine_sidecar.voxtral.stream import request_params
+    from engine_sidecar.engines.voxtral import chunk_render, step_driver, steps
+    from engine_sidecar.engines.voxtral.stream import request_params
 
     assert h.engine._ctx.direct_tasks is not None, "the direct step driver should be in effect"
     llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
@@ -211,7 +211,7 @@ def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
 def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:
     import numpy as np
 
-    from engine_sidecar.voxtral import steps
+    from engine_sidecar.engines.voxtral import steps
 
     llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
     audio = np.concatenate(steps.sample_audio(2.5, seed=8))
@@ -229,7 +229,7 @@ def test_one_huge_chunk_is_not_copied_whole_per_step(h: Harness) -> None:
     instead of the rest of the chunk being copied at every step (quadratic in the chunk's length)."""
     import numpy as np
 
-    from engine_sidecar.voxtral import steps
+    from engine_sidecar.engines.voxtral import steps
 
     llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
     stepper = steps.make_steps(model_cls, llm.model_config)
@@ -254,7 +254,7 @@ def test_direct_and_vllm_step_drivers_give_the_same_tokens(h: Harness, make_harn
 # Each token's text: our cached pieces (the default where checked equal) or vLLM's detokenizer.
 
 def test_own_token_text_equals_vllms_detokenizer(h: Harness) -> None:
-    from engine_sidecar.voxtral import steps, token_text
+    from engine_sidecar.engines.voxtral import steps, token_text
 
     pieces = h.engine._ctx.token_pieces
     assert pieces is not None, "our own token text should be in effect"
@@ -312,10 +312,10 @@ def test_the_front_end_keeps_no_statistics_nobody_reads(h: Harness) -> None:
     assert filled == [] and h.engine.scheduler.steps > steps
 
 
-# A session-long request's token lists in vLLM's front end (engine_sidecar/voxtral/request_memory.py).
+# A session-long request's token lists in vLLM's front end (engine_sidecar/engines/voxtral/request_memory.py).
 
 def held_by_front_end(h: Harness) -> list[int]:
-    from engine_sidecar.voxtral.request_memory import held_ids
+    from engine_sidecar.engines.voxtral.request_memory import held_ids
 
     return [held_ids(state) for state in h.engine._ctx.llm.output_processor.request_states.values()]
 
@@ -352,7 +352,7 @@ def test_the_front_end_holds_a_bounded_tail_of_a_long_requests_token_ids(h: Harn
                                                                            driver: str) -> None:
     """vLLM's front end appends every step's prompt token and every output token to the request's state;
     a realtime request lives as long as its session, so both lists are bounded (else ~25 ids per second)."""
-    from engine_sidecar.voxtral.request_memory import HELD_IDS_CEILING
+    from engine_sidecar.engines.voxtral.request_memory import HELD_IDS_CEILING
 
     engine = h if driver == "direct" else make_harness(max_model_len=1024, max_num_seqs=4, step_driver="vllm")
     assert (engine.engine._ctx.direct_tasks is None) == (driver == "vllm")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine_sidecar.voxtral.options import VoxtralOptions
-from engine_sidecar.voxtral.rollover import BudgetRollover
-from engine_sidecar.voxtral.timing import StreamGeometry
-from engine_sidecar.voxtral.watchdog import FREEZE, RUT, Watchdog
+from engine_sidecar.engines.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.rollover import BudgetRollover
+from engine_sidecar.engines.voxtral.timing import StreamGeometry
+from engine_sidecar.engines.voxtral.watchdog import FREEZE, RUT, Watchdog
 
 # Voxtral-Mini-4B-Realtime's tokenizer values (and the tiny checkpoint's).
 G = StreamGeometry(prompt_tokens=23, left_pad_frames=16, right_pad_frames=17, delay_ms=480, frame_ms=80,
@@ -86,7 +86,7 @@ def test_watchdog_stall_needs_audio_waiting() -> None:
 
 
 def test_kv_sessions_from_the_pool_and_the_windows() -> None:
-    from engine_sidecar.voxtral.admission import kv_sessions
+    from engine_sidecar.engines.voxtral.admission import kv_sessions
 
     # Tiny model on CPU: decoder window 128 in blocks of 512 -> 2 blocks; encoder 17 in blocks of 128 -> 2.
     assert kv_sessions(2048, [512, 128], [128, 17], 8192) == 2047 // 4
@@ -97,7 +97,7 @@ def test_kv_sessions_from_the_pool_and_the_windows() -> None:
 
 
 def test_admission_refuses_only_while_a_session_is_behind_real_time() -> None:
-    from engine_sidecar.voxtral.admission import lag_refusal
+    from engine_sidecar.engines.voxtral.admission import lag_refusal
 
     assert lag_refusal([0, 200, 900], 1000) is None
     refusal = lag_refusal([0, 1500, 2500], 1000)

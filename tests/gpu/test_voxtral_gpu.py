@@ -31,7 +31,7 @@ def _model() -> str:
 
 
 def test_real_checkpoint_transcribes_speech() -> None:
-    from engine_sidecar.engines.voxtral_engine import VoxtralEngine
+    from engine_sidecar.engines.voxtral.engine import VoxtralEngine
 
     model = _model()
     pcm = read_wav_pcm("go_forward.wav")[0] + silence(1.0)

@@ -239,7 +239,7 @@ def test_several_voxtral_engines_on_the_cpu_get_their_own_cores_and_sigterm_stop
     # from the sidecars' environments as the service spawns them; then SIGTERM while the engines still load must
     # stop the service at once (it used to wait for every engine to be up first: 30 s and a SIGKILL here).
     pytest.importorskip("vllm")
-    from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+    from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     model = build_tiny_checkpoint(tmp_path / "tiny", seed=0)

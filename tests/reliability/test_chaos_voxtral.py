@@ -78,7 +78,7 @@ def orphans(procs: list[Any]) -> list[tuple[int, str]]:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("torch")
     pytest.importorskip("safetensors")
-    from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+    from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("tiny-voxtral"), seed=0)
 

@@ -162,7 +162,7 @@ def make_server(tmp: Path, name: str) -> WireServer:
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, engines=2)
     if name in ("voxtral", "frontends"):  # frontends: one engine core, two AsyncLLM front ends (vLLM's mechanism)
         pytest.importorskip("vllm")
-        from engine_sidecar.voxtral.tiny_checkpoint import build_tiny_checkpoint
+        from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
         model = build_tiny_checkpoint(tmp / f"tiny-voxtral-{os.getpid()}", seed=0)
         return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from engine_sidecar.main import prepare_socket
+from engine_sidecar.process.serving import prepare_socket
 from service.cli import build_parser
 from service.config import Config, config_from_args
 from service.security import Security, is_loopback

@@ -1,4 +1,4 @@
-"""Which malloc vLLM's processes get (engine_sidecar/voxtral/allocator.py): the choice, and LD_PRELOAD
+"""Which malloc vLLM's processes get (engine_sidecar/engines/voxtral/allocator.py): the choice, and LD_PRELOAD
 set only around the spawn. That the EngineCore and Worker really run on it: tests/engine/test_voxtral_allocator.py."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from engine_sidecar.voxtral.allocator import AllocatorMissing, child_library, describe, for_children
-from engine_sidecar.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.allocator import AllocatorMissing, child_library, describe, for_children
+from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
 LIB = "libtcmalloc_minimal.so.4"
 

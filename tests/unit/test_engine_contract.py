@@ -11,8 +11,8 @@ from bench.wer import sphinx_final
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import InterimStability
 from engine_api.outputs import PROGRESS_EVERY_MS, Closed, Delta, EngineOutput, Flushed, Progress, Revision
-from engine_sidecar.engine import Engine
 from engine_sidecar.engines import create_engine
+from engine_sidecar.engines.engine import Engine
 from tests.engine_streams import stream
 from tests.helpers import read_wav_pcm, silence, voiced
 

@@ -27,8 +27,8 @@ from engine_api.outputs import Closed, EngineOutput
 from engine_api.v1 import engine_pb2 as epb
 from engine_api.v1 import engine_pb2_grpc
 from engine_sidecar.engines.fake import FakeEngine, FakeSession
-from engine_sidecar.frames import FramesServer
-from engine_sidecar.servicer import EngineServicer
+from engine_sidecar.process.frames import FramesServer
+from engine_sidecar.process.servicer import EngineServicer
 from service.config import Config
 from service.session.engine_link import EngineLink
 from service.session.engine_source import EngineFailed, EngineFull, EngineLost
@@ -57,7 +57,7 @@ class _BrokenEngine(FakeEngine):
 
 @dataclass
 class Sidecar:
-    """One engine served on both transports, as engine_sidecar/main.py serves it."""
+    """One engine served on both transports, as engine_sidecar/process/main.py serves it."""
     servicer: EngineServicer
     frames: FramesServer
     server: grpc.aio.Server

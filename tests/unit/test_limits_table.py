@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine_api.audio import CHUNK_MS
-from engine_sidecar import limits as sidecar_limits
-from engine_sidecar.output_queue import OutputChannel
-from engine_sidecar.voxtral.options import VoxtralOptions
+from engine_sidecar.engines import limits as sidecar_limits
+from engine_sidecar.engines.output_queue import OutputChannel
+from engine_sidecar.engines.voxtral.options import VoxtralOptions
 from service import limits
 from service.config import Config
 from service.session.engine_inputs import engine_queue

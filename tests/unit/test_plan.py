@@ -1,6 +1,6 @@
 """Engine presets and the `voxgate plan` capacity planner: numbers checked against hand arithmetic.
 
-Conventions of the arithmetic below (see engine_sidecar/voxtral_plan/capacity.py):
+Conventions of the arithmetic below (see engine_sidecar/engines/voxtral/plan/capacity.py):
 - bytes per scheduler token per layer = 2 (K and V) × kv_heads × head_dim × 2 (bf16); the encoder's
   kv_heads per scheduler token = pool × n_kv_heads (vLLM's block pooling: 4 encoder states per token).
 - blocks per stream per group = ceil(min(window − 1 + 1, max_model_len) / block) + 1.
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from engine_sidecar.voxtral_plan import cli
-from engine_sidecar.voxtral_plan.capacity import (
+from engine_sidecar.engines.voxtral.plan import cli
+from engine_sidecar.engines.voxtral.plan.capacity import (
     Budget,
     kv_groups,
     max_streams,
@@ -27,15 +27,15 @@ from engine_sidecar.voxtral_plan.capacity import (
     stream_kv,
     weight_bytes_estimate,
 )
-from engine_sidecar.voxtral_plan.params import (
+from engine_sidecar.engines.voxtral.plan.params import (
     HUB_ID,
     ParamsError,
     VoxtralParams,
     load_params,
     parse_params,
 )
-from engine_sidecar.voxtral_plan.params import VOXTRAL_MINI_4B_REALTIME as REAL
-from engine_sidecar.voxtral_plan.presets import (
+from engine_sidecar.engines.voxtral.plan.params import VOXTRAL_MINI_4B_REALTIME as REAL
+from engine_sidecar.engines.voxtral.plan.presets import (
     PRESET_16GB,
     PRESET_DATACENTER,
     PRESETS,

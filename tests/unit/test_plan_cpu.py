@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from engine_sidecar.voxtral_plan.cli import main
-from engine_sidecar.voxtral_plan.cpu import cpu_plan
+from engine_sidecar.engines.voxtral.plan.cli import main
+from engine_sidecar.engines.voxtral.plan.cpu import cpu_plan
 
 
 def test_a_big_box_is_bound_by_gpu_memory_and_gets_enough_front_ends_and_workers() -> None:

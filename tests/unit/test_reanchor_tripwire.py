@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine_api.info import KvGroupRuntime, PositionRuntime
-from engine_sidecar.engine import EngineCounters
-from engine_sidecar.reanchor.tripwire import Unacknowledged, check
-from engine_sidecar.voxtral.reanchor_link import ReanchorLink, StreamListener, runtime_summary
+from engine_sidecar.engines.engine import EngineCounters
+from engine_sidecar.engines.voxtral.reanchor.tripwire import Unacknowledged, check
+from engine_sidecar.engines.voxtral.reanchor_link import ReanchorLink, StreamListener, runtime_summary
 
 
 def issued(seq: int, tag: str = "r1", tokens: int = 128, clock: int = 160) -> dict[str, Any]:
@@ -110,9 +110,9 @@ def test_the_runtime_reaches_the_public_capabilities_and_the_client() -> None:
 
 
 def test_front_ends_sharing_a_core_each_get_their_own_shifts_and_acks_and_never_lose_the_others() -> None:
-    """Several front ends on one engine core (voxtral/core_host.py): a poll drains everything; each front end's
+    """Several front ends on one engine core (process/core_host.py): a poll drains everything; each front end's
     news (its tag prefix) goes to it, with every rank's acknowledgement, whichever front end polled first."""
-    from engine_sidecar.reanchor.tripwire import Mailbox
+    from engine_sidecar.engines.voxtral.reanchor.tripwire import Mailbox
 
     box = Mailbox()
     ranks = [{"events": [event(1, "voxgate.c0-a-0"), event(2, "voxgate.c1-b-0")], "total": 2, "armed": True},

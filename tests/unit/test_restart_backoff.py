@@ -17,10 +17,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
-from engine_sidecar.engines.voxtral_engine import EXIT_ENGINE_DEAD
-from engine_sidecar.voxtral.core_host import CoreHost
-from engine_sidecar.voxtral.frontend_client import FrontEndClient
-from engine_sidecar.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.engine import EXIT_ENGINE_DEAD
+from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
+from engine_sidecar.engines.voxtral.options import VoxtralOptions
+from engine_sidecar.process.core_host import CoreHost
 
 
 class FakeClock:

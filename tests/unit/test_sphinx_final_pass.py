@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from engine_api.outputs import EngineOutput, Flushed, Progress
-from engine_sidecar.engine import EngineCounters
+from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.sphinx import SphinxEngine, SphinxSession
 
 

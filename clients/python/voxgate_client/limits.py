@@ -1,8 +1,8 @@
 """The Python client's flow-control bounds, each named once, with its unit and what happens at it.
 
 The server's are in the service (service/limits.py) and the engine sidecar
-(engine_sidecar/limits.py); the voxgate README's "Tuning: flow-control limits" table is generated
-from all three.
+(engine_sidecar/engines/limits.py); voxgate's "Tuning: flow-control limits" table is
+generated from all three.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from livekit import rtc
@@ -20,10 +20,8 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 from .convert import chunk_size, mono_pcm, timed
 from .errors import api_error
+from .host import StreamHost, STTOptions
 from .log import logger
-
-if TYPE_CHECKING:
-    from .stt import STT, STTOptions
 
 USAGE_INTERVAL_S = 5.0  # RECOGNITION_USAGE after every 5 s of audio sent
 
@@ -32,7 +30,7 @@ class SpeechStream(stt.SpeechStream):
     """One voxgate session (or several in a row: a drained server's session is continued in a
     new one) fed with the frames pushed into the stream."""
 
-    def __init__(self, *, stt: STT, opts: STTOptions, conn_options: APIConnectOptions) -> None:
+    def __init__(self, *, stt: StreamHost, opts: STTOptions, conn_options: APIConnectOptions) -> None:
         super().__init__(stt=stt, conn_options=conn_options, sample_rate=opts.sample_rate)
         self._voxgate = stt
         self._opts = opts

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import dataclasses
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -42,7 +41,6 @@ from livekit.agents.utils import AudioBuffer, is_given
 from voxgate_client import (
     AsyncSpeechClient,
     ResumePolicy,
-    StreamConfig,
     chunks,
     error_details,
     format_error,
@@ -53,32 +51,13 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 from .convert import chunk_size, mono_pcm, timed
 from .errors import api_error
+from .host import StreamHost, STTOptions
 from .log import logger
 from .stream import SpeechStream
 
 __all__ = ["STT", "STTOptions", "SpeechStream"]
 
-@dataclass
-class STTOptions:
-    language: str
-    sample_rate: int
-    interim_results: bool
-    word_time_offsets: bool
-    endpointing_silence_ms: int
-    resume: bool | ResumePolicy
-
-    def stream_config(self) -> StreamConfig:
-        return StreamConfig(
-            encoding="linear16",
-            sample_rate_hz=self.sample_rate,
-            language_code=self.language,
-            interim_results=self.interim_results,
-            word_time_offsets=self.word_time_offsets,
-            endpointing_silence_ms=self.endpointing_silence_ms,
-        )
-
-
-class STT(stt.STT):
+class STT(StreamHost):
     def __init__(
         self,
         *,
