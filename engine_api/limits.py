@@ -2,7 +2,7 @@
 engine_sidecar/engines/limits.py).
 
 Like uvicorn's limit_concurrency / ws_max_queue, each bound is a number with a unit an operator can reason
-about (milliseconds of audio, messages) and a stated consequence. The README's tuning table is generated
+about (milliseconds of audio, messages) and a stated consequence. docs/configuration.md's tuning table is generated
 from these entries (scripts/gen_limits_table.py).
 """
 

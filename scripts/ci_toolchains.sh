@@ -5,7 +5,7 @@
 #   protoc with protoc-gen-go and protoc-gen-go-grpc (to check the generated Go code);
 #   nginx (nginx-light) as the real gRPC load balancer of tests/deploy/test_load_balancer.py;
 #   systemd-analyze (systemd) to verify deploy/systemd/*.service in tests/deploy/test_manifests.py;
-#   gRPC C++ (libgrpc++-dev, protobuf-compiler-grpc, g++, make, pkg-config) for the C++ examples
+#   gRPC C++ (libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, g++, make, pkg-config) for the C++ examples
 #   (clients/cpp, tests/integration/test_cpp_client.py);
 #   mmdebstrap, podman and buildah to make a Debian base and build and run the images without a container
 #   engine or registry (scripts/build_images.py, tests/deploy/test_images.py).
@@ -26,7 +26,7 @@ PACKAGES=(
     nginx-light  # grpc_pass + least_conn; the test starts its own on loopback (no service is enabled)
     systemd  # systemd-analyze verify only; nothing is started (a container has no systemd as PID 1)
     libtcmalloc-minimal4  # tcmalloc for vLLM's EngineCore and Worker on the CPU (engine option allocator=auto)
-    libgrpc++-dev protobuf-compiler-grpc g++ make pkg-config  # clients/cpp (grpc_cpp_plugin, pkg-config grpc++)
+    libgrpc++-dev libprotobuf-dev protobuf-compiler-grpc g++ make pkg-config  # clients/cpp (grpc_cpp_plugin, pkg-config grpc++)
     mmdebstrap podman buildah uidmap eatmydata  # scripts/build_images.py (podman imports the base; uidmap: rootless)
 )
 

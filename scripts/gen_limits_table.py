@@ -1,11 +1,11 @@
-"""Write README.md's "Tuning: flow-control limits" table from the limits modules (the only way it is made).
+"""Write docs/configuration.md's "Flow-control limits" table from the limits modules (the only way it is made).
 
 Sources: service/limits.py, engine_sidecar/engines/limits.py, clients/python/voxgate_client/limits.py. The table
-sits between the README's `<!-- limits:begin -->` and `<!-- limits:end -->` lines; each bound is shown in
+sits between docs/configuration.md's `<!-- limits:begin -->` and `<!-- limits:end -->` lines; each bound is shown in
 ms of audio or messages (a bound in bytes also as ms of 16 kHz LINEAR16, the engine's format).
 
-Run: python scripts/gen_limits_table.py          rewrites the table in README.md
-     python scripts/gen_limits_table.py --check  exits 1 when README.md's table differs from the modules
+Run: python scripts/gen_limits_table.py          rewrites the table in docs/configuration.md
+     python scripts/gen_limits_table.py --check  exits 1 when the doc's table differs from the modules
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from engine_sidecar.engines import limits as sidecar_limits  # noqa: E402
 from service import limits as service_limits  # noqa: E402
 from voxgate_client import limits as client_limits  # noqa: E402
 
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "configuration.md"
 BEGIN = "<!-- limits:begin -->"
 END = "<!-- limits:end -->"
 
@@ -75,34 +75,34 @@ def table(processes: Sequence[tuple[str, Sequence[Bound]]] = PROCESSES) -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_table(readme: str, body: str) -> str:
-    """`readme` with `body` between the markers (ValueError when they are missing or out of order)."""
-    start, end = readme.find(BEGIN + "\n"), readme.find(END)
+def with_table(doc: str, body: str) -> str:
+    """`doc` with `body` between the markers (ValueError when they are missing or out of order)."""
+    start, end = doc.find(BEGIN + "\n"), doc.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"README.md needs a line {BEGIN!r} and, after it, a line {END!r}")
-    return readme[:start + len(BEGIN) + 1] + body + readme[end:]
+        raise ValueError(f"the document needs a line {BEGIN!r} and, after it, a line {END!r}")
+    return doc[:start + len(BEGIN) + 1] + body + doc[end:]
 
 
-def check(readme_path: Path = README) -> int:
-    current = readme_path.read_text()
+def check(doc_path: Path = DOC) -> int:
+    current = doc_path.read_text()
     wanted = with_table(current, table())
     if current == wanted:
-        print(f"gen_limits_table.py --check: {readme_path.name}'s table matches the limits modules")
+        print(f"gen_limits_table.py --check: {doc_path.name}'s table matches the limits modules")
         return 0
     sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), wanted.splitlines(True),
-                                               f"{readme_path.name} (now)", "from the limits modules"))
-    print(f"gen_limits_table.py --check: {readme_path.name}'s table differs from the limits modules; "
+                                               f"{doc_path.name} (now)", "from the limits modules"))
+    print(f"gen_limits_table.py --check: {doc_path.name}'s table differs from the limits modules; "
           "run python scripts/gen_limits_table.py")
     return 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when README.md's table is out of date")
+    parser.add_argument("--check", action="store_true", help="fail when docs/configuration.md's table is out of date")
     args = parser.parse_args(argv)
     if args.check:
         return check()
-    README.write_text(with_table(README.read_text(), table()))
+    DOC.write_text(with_table(DOC.read_text(), table()))
     return 0
 
 

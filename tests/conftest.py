@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import ServerProcess, start_server
 
 # CI (.ci/run) sets VOXGATE_FAIL_ON_SKIP=1: there every skip is a failure, except under these paths, each
-# listed with its reason in README.md (tests/unit/test_ci_skips.py keeps the two in step).
+# listed with its reason in docs/testing.md (tests/unit/test_ci_skips.py keeps the two in step).
 CI_ALLOWED_SKIPS = {
     "tests/gpu/": "needs an NVIDIA GPU; CI has none (scripts/device_check_reanchor.sh runs them on a GPU box)",
 }

@@ -1,4 +1,4 @@
-"""README's flow-control table is what the limits modules say; each bound is used from its limits module."""
+"""docs/configuration.md's flow-control table is what the limits modules say; each bound comes from them."""
 
 from __future__ import annotations
 
@@ -32,20 +32,20 @@ def _script():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_readme_table_is_generated_from_the_limits_modules() -> None:
+def test_doc_table_is_generated_from_the_limits_modules() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_check_fails_when_a_bound_changes(tmp_path: Path) -> None:
     gen = _script()
-    readme = tmp_path / "README.md"
-    readme.write_text((ROOT / "README.md").read_text())
-    assert gen.check(readme) == 0
+    doc = tmp_path / "configuration.md"
+    doc.write_text((ROOT / "docs" / "configuration.md").read_text())
+    assert gen.check(doc) == 0
     changed = dataclasses.replace(limits.ENGINE_QUEUE, value=limits.ENGINE_QUEUE.value * 2)
     table = gen.table((("service", (changed,)),))
-    readme.write_text(gen.with_table(readme.read_text(), table))
-    assert gen.check(readme) == 1
+    doc.write_text(gen.with_table(doc.read_text(), table))
+    assert gen.check(doc) == 1
 
 
 def test_the_table_states_bounds_in_ms_of_audio_or_messages() -> None:
@@ -55,7 +55,7 @@ def test_the_table_states_bounds_in_ms_of_audio_or_messages() -> None:
     assert gen.bound_text(limits.ENGINE_OUTPUTS) == "64 messages"
 
 
-def test_readme_without_markers_is_an_error() -> None:
+def test_doc_without_markers_is_an_error() -> None:
     with pytest.raises(ValueError, match="limits:begin"):
         _script().with_table("# no table here\n", "| x |\n")
 
