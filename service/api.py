@@ -43,7 +43,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._quotas: Quotas = quotas or LocalQuotas()  # per-tenant session counts (the parent's, for workers)
         self._relay = relay  # one of several workers: resumes of the others' sessions go to their owner
         self._pool = pool
-        self._engines: EngineSource = SidecarEngines(pool, config.engine_transport)
+        self._engines: EngineSource = SidecarEngines(pool)
         self._clock = clock
         self._sessions: dict[str, AnySession] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end

@@ -37,7 +37,6 @@ class Config:
     sidecar_restart_backoff_s: float = 0.5
     engines: int = 1  # engine sidecars, each its own process and socket (service/engine_pool.py)
     gpus: str = ""  # "all" or "0,1,…": one engine per GPU, pinned (service/gpus.py); "": no pinning
-    engine_transport: str = "frames"  # "frames" or "grpc" (service/session/sidecar_engines.py)
     retry_delay_s: float = 2.0
     max_audio_bytes_per_message: int = limits.AUDIO_MESSAGE.value  # bytes
     max_message_bytes: int = limits.MESSAGE.value  # bytes
@@ -89,9 +88,6 @@ HELP = {
     "gpus": "one engine per GPU, each pinned to its device (CUDA_VISIBLE_DEVICES): all (counted with "
             "nvidia-smi -L; if CUDA_VISIBLE_DEVICES is set, its entries) or ids 0,1,… (indices into "
             "CUDA_VISIBLE_DEVICES if set; empty: no pinning)",
-    "engine_transport": "how sessions' audio and results travel to and from the engine sidecar: frames "
-                        "(length-prefixed engine messages on its socket S.frames, the cheaper) or grpc (the "
-                        "Session call); a sidecar without S.frames gets grpc",
     "retry_delay_s": "RetryInfo delay sent with UNAVAILABLE",
     "max_audio_bytes_per_message": "largest audio payload in one request",
     "max_message_bytes": "transport limit on one gRPC message",

@@ -29,16 +29,16 @@ TRANSPORT_WINDOW = Limit("unread client audio in the transport", 65536, Unit.BYT
 # Service → engine: audio waiting for the engine, and kept for a replay.
 ENGINE_QUEUE = Limit("audio waiting for the engine", 64 * CHUNK_MS, Unit.AUDIO_MS, "per session",
                      "the service stops reading the client; HTTP/2 flow control holds it (backpressure)")
-ENGINE_IN_FLIGHT = Limit("audio in flight to the sidecar (frames transport)", frames.IN_FLIGHT_BYTES, Unit.BYTES,
+ENGINE_IN_FLIGHT = Limit("audio in flight to the sidecar", frames.IN_FLIGHT_BYTES, Unit.BYTES,
                          "per engine stream", "the service's write waits and its engine queue fills "
-                         "(backpressure), as the gRPC transport's fixed window does", "")
+                         "(backpressure)", "")
 REPLAY = Limit("audio kept for a replay after a seam", 30000, Unit.AUDIO_MS, "per session",
                "the oldest is dropped: a fresh engine session gets only the newest this much",
                flag("max_replay_ms"))
 # Engine → service → client: outputs and responses.
 ENGINE_OUTPUTS = Limit("engine outputs read from the sidecar", 64, Unit.MESSAGES, "per engine stream",
-                       "the service stops reading the sidecar's stream; the transport's flow control (gRPC's "
-                       "window, the frames socket's buffers) holds the engine")
+                       "the service stops reading the sidecar's stream; the frames socket's small buffers "
+                       "hold the engine")
 RESPONSES_RETAINED = Limit("delivered responses kept for a resume", 512, Unit.MESSAGES, "per session",
                            "the oldest delivered is dropped: a resume gets the responses still held "
                            "(undelivered ones are never dropped; interims and FlowStatus coalesce)")

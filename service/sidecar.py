@@ -103,16 +103,16 @@ class SidecarSupervisor:
 
     @property
     def frames_socket(self) -> Path | None:
-        """Its sidecar's frames socket (engine_api/frames.py) when it serves one of ours; else None: gRPC."""
+        """Its sidecar's frames socket (engine_api/frames.py), where sessions go; None when it is missing or not
+        private to this user (logged once)."""
         path = frames_socket(self._socket)
         try:
             check_private_socket(path)
-        except FileNotFoundError:
-            return None  # a sidecar older than the frames socket, or one whose path is too long for it
         except (OSError, SidecarStartError) as exc:
             if not self._frames_refused:
                 self._frames_refused = True
-                self._log.warning("frames_socket_refused", error=str(exc), action="sessions use gRPC")
+                self._log.warning("frames_socket_refused", error=str(exc),
+                                  action="sessions go to another engine, or fail as the engine's loss")
             return None
         return path
 

@@ -35,11 +35,6 @@ class EngineStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Session = channel.stream_stream(
-                '/voxgate.engine.v1.Engine/Session',
-                request_serializer=voxgate_dot_engine_dot_v1_dot_engine__pb2.SessionInput.SerializeToString,
-                response_deserializer=voxgate_dot_engine_dot_v1_dot_engine__pb2.SessionOutput.FromString,
-                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/voxgate.engine.v1.Engine/GetStatus',
                 request_serializer=voxgate_dot_engine_dot_v1_dot_engine__pb2.GetStatusRequest.SerializeToString,
@@ -50,12 +45,6 @@ class EngineStub:
 class EngineServicer:
     """Missing associated documentation comment in .proto file."""
 
-    def Session(self, request_iterator, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def GetStatus(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -65,11 +54,6 @@ class EngineServicer:
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Session': grpc.stream_stream_rpc_method_handler(
-                    servicer.Session,
-                    request_deserializer=voxgate_dot_engine_dot_v1_dot_engine__pb2.SessionInput.FromString,
-                    response_serializer=voxgate_dot_engine_dot_v1_dot_engine__pb2.SessionOutput.SerializeToString,
-            ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
                     request_deserializer=voxgate_dot_engine_dot_v1_dot_engine__pb2.GetStatusRequest.FromString,
@@ -85,33 +69,6 @@ def add_EngineServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Engine:
     """Missing associated documentation comment in .proto file."""
-
-    @staticmethod
-    def Session(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_stream(
-            request_iterator,
-            target,
-            '/voxgate.engine.v1.Engine/Session',
-            voxgate_dot_engine_dot_v1_dot_engine__pb2.SessionInput.SerializeToString,
-            voxgate_dot_engine_dot_v1_dot_engine__pb2.SessionOutput.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def GetStatus(request,

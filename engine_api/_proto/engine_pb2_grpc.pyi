@@ -5,9 +5,9 @@ isort:skip_file
 Internal API between the voxgate service and its engine sidecar, over a
 Unix socket. Not a public contract: it changes with the service.
 
-One bidirectional Session stream per client session: the gRPC Session call, or (the default between
-processes of one host) one connection to the sidecar's frames socket carrying the same messages, each
-framed by a 4-byte little-endian length (engine_api/frames.py). Audio goes in as
+Status and health on gRPC (the Engine service). Each client session's engine stream is one connection
+to the sidecar's frames socket, `<socket>.frames`, carrying SessionInput and SessionOutput messages,
+each framed by a 4-byte little-endian length (engine_api/frames.py). Audio goes in as
 16 kHz mono PCM16 chunks, each flagged with the service's VAD decision.
 Text comes out as append-only deltas stamped with the audio time they
 belong to, so the service can build words, interim and final results.
@@ -41,23 +41,14 @@ class EngineStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> EngineAsyncStub: ...
-    Session: _grpc.StreamStreamMultiCallable[_engine_pb2.SessionInput, _engine_pb2.SessionOutput]
     GetStatus: _grpc.UnaryUnaryMultiCallable[_engine_pb2.GetStatusRequest, _engine_pb2.GetStatusResponse]
 
 @_typing.type_check_only
 class EngineAsyncStub(EngineStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
-    Session: _aio.StreamStreamMultiCallable[_engine_pb2.SessionInput, _engine_pb2.SessionOutput]  # type: ignore[assignment]
     GetStatus: _aio.UnaryUnaryMultiCallable[_engine_pb2.GetStatusRequest, _engine_pb2.GetStatusResponse]  # type: ignore[assignment]
 
 class EngineServicer(metaclass=_abc_1.ABCMeta):
-    @_abc_1.abstractmethod
-    def Session(
-        self,
-        request_iterator: _MaybeAsyncIterator[_engine_pb2.SessionInput],
-        context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_engine_pb2.SessionOutput], _abc.AsyncIterator[_engine_pb2.SessionOutput]]: ...
-
     @_abc_1.abstractmethod
     def GetStatus(
         self,

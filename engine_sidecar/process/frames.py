@@ -33,14 +33,13 @@ class FramesServer:
         self._sessions: set[asyncio.Task[None]] = set()
         self._hang_ups = HangUps(hang_up_check_s)
 
-    async def start(self, path: Path) -> bool:
-        """Serve on `path`; False (and the service keeps to gRPC) when the path is too long for a Unix socket."""
+    async def start(self, path: Path) -> None:
+        """Serve on `path`; ValueError when the path is too long for a Unix socket (a shorter --socket fits)."""
         if not _fresh(path):
-            log.warning("frames_socket_off", socket=str(path), reason="path too long for a Unix socket")
-            return False
+            raise ValueError(f"the frames socket {path} is longer than a Unix socket path may be "
+                             f"({MAX_UNIX_PATH_BYTES} bytes): give the sidecar a shorter --socket")
         self._server = await asyncio.start_unix_server(self._connection, path=str(path), limit=READ_LIMIT_BYTES)
         self._hang_ups.start()
-        return True
 
     async def stop(self, grace_s: float) -> None:
         """Take no new sessions; give the running ones `grace_s` to end, then cancel them (as gRPC's stop)."""

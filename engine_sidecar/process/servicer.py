@@ -1,13 +1,12 @@
-"""The sidecar's face: one Session stream per client session, and a status call.
+"""The sidecar's face: a status call on gRPC, and one engine session per frames connection (frames.py).
 
-A session runs the same on either transport (`run_session`): the gRPC Session call here, or a connection to
-the frames socket (frames.py). How it ends early is a `SessionEnded`, which each transport reports its way.
+`run_session` drives one session; how it ends early is a `SessionEnded`, which frames.py sends as the
+connection's last message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 
@@ -31,16 +30,6 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
         return status_to_proto(self._engine.info, self._engine.status(), self._engine.counters(),
                                active_sessions=self._active, opening_sessions=self._opening, pid=os.getpid())
-
-    async def Session(
-        self, request_iterator: AsyncIterator[pb.SessionInput], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.SessionOutput]:
-        try:
-            async with contextlib.aclosing(self.run_session(request_iterator)) as outputs:
-                async for out in outputs:
-                    yield out
-        except SessionEnded as end:
-            await context.abort(getattr(grpc.StatusCode, end.code), end.details)
 
     async def run_session(self, requests: AsyncIterator[pb.SessionInput]) -> AsyncGenerator[pb.SessionOutput, None]:
         """One engine session driven by `requests`: Opened, then its outputs. Raises SessionEnded when refused

@@ -71,13 +71,13 @@ async def serve(args: argparse.Namespace, engine: Engine | None = None,
     server = grpc.aio.server(options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65536)])
     servicer = EngineServicer(engine)
     engine_pb2_grpc.add_EngineServicer_to_server(servicer, server)
-    # The same sessions over length-prefixed messages (engine_api/frames.py), bound before the gRPC socket so
-    # that a service which sees the gRPC socket finds this one too.
+    # Sessions travel as length-prefixed messages on their own socket (engine_api/frames.py), bound before the
+    # gRPC socket so that a service which sees the gRPC socket finds this one too.
     frames = FramesServer(servicer)
     frames_path = frames_socket(socket_path)
     with private_umask():
-        if await frames.start(frames_path):
-            os.chmod(frames_path, 0o600)
+        await frames.start(frames_path)
+        os.chmod(frames_path, 0o600)
         server.add_insecure_port(f"unix:{socket_path}")
         await server.start()
     os.chmod(socket_path, 0o600)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import replace
-
-import grpc
+from pathlib import Path
 
 from engine_api.audio import SAMPLE_RATE_HZ
+from engine_api.frames import OK, READ_LIMIT_BYTES, FrameError, frame, parse_output, read_frame, tune
 from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
 from engine_api.v1 import engine_pb2 as epb
@@ -40,11 +40,13 @@ def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
 
 
 class EngineLink:
-    """One engine stream on a sidecar, for one stretch of a session (an EngineStream): what both transports
-    share. The transport opens the stream, reads the engine's messages into `_received` and writes the
-    service's: GrpcLink (the Session call) or FramesLink (frames_link.py)."""
+    """One engine stream on a sidecar, for one stretch of a session (an EngineStream): one connection to the
+    sidecar's frames socket. A refusal or failure is the `Ended` message the sidecar sends last; a connection
+    that closes or breaks without one is a sidecar gone (EngineLost); dropping the stream is closing the
+    connection, which the sidecar takes as a cancel."""
 
-    def __init__(self, stub: engine_pb2_grpc.EngineStub, session_id: str, language: str, base_ms: int) -> None:
+    def __init__(self, stub: engine_pb2_grpc.EngineStub, path: Path, session_id: str, language: str,
+                 base_ms: int) -> None:
         self.base_ms = base_ms
         self.stub = stub  # the engine, as the pool knows it
         self.info = StreamInfo()
@@ -52,11 +54,40 @@ class EngineLink:
                                                         sample_rate_hz=SAMPLE_RATE_HZ))
         self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=ENGINE_OUTPUTS.value)
         self._reader: asyncio.Task[None] | None = None
+        self._path = path
+        self._reader_stream: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ended = False  # the sidecar's Ended arrived, or the connection closed or broke
 
     async def open(self, timeout_s: float) -> None:
         """Open the engine session. Whatever ends the handshake early (refusal, timeout, a cancel of this
         task) drops the stream, so the sidecar gives its slot back."""
-        raise NotImplementedError
+        try:
+            # asyncio.timeout, not wait_for: no inner task whose exception could go unretrieved (3.11).
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await asyncio.open_unix_connection(str(self._path), limit=READ_LIMIT_BYTES)
+                self._reader_stream, self._writer = reader, writer
+                tune(writer)
+                writer.write(frame(self._open_msg))
+                await writer.drain()
+                first = await self._next_message()
+        except TimeoutError as exc:  # before OSError, of which it is a kind
+            self._drop()
+            raise EngineLost(f"engine did not open the session: {exc!r}") from exc
+        except (OSError, FrameError) as exc:
+            self._drop()
+            raise EngineLost(f"engine frames socket: {exc!r}") from exc
+        except BaseException:
+            self._drop()  # a cancel of this task: the sidecar gives the slot back when the connection closes
+            raise
+        if first is not None and first.WhichOneof("output") == "ended":
+            self._drop()
+            raise open_refusal(first.ended.code, first.ended.details)
+        try:
+            self._opened(first)
+        except EngineLost:
+            self._drop()
+            raise
 
     def _opened(self, first: epb.SessionOutput | None) -> None:
         """The engine's first answer; then the outputs are read."""
@@ -67,9 +98,6 @@ class EngineLink:
                                opened.position_mode_reason,
                                InterimStability.from_wire(opened.interim_stability))
         self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        raise NotImplementedError
 
     async def _received(self, msg: epb.SessionOutput) -> bool:
         """An engine message, in order; True once it was the last (Closed)."""
@@ -82,20 +110,12 @@ class EngineLink:
     async def _failed(self, failure: BaseException) -> None:
         await self._outputs.put(failure)
 
-    @property
-    def done(self) -> bool:
-        """The engine stream has ended (closed, cancelled, refused, or its sidecar gone); not before open()."""
-        raise NotImplementedError
-
     async def next_output(self) -> EngineOutput:
         """The next output. Raises EngineLost / EngineFailed."""
         item = await self._outputs.get()
         if isinstance(item, BaseException):
             raise item
         return item
-
-    async def write(self, msg: epb.SessionInput) -> None:
-        raise NotImplementedError
 
     async def send_audio(self, pcm16: bytes, speech: bool) -> None:
         await self.write(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm16, speech=speech)))
@@ -114,72 +134,48 @@ class EngineLink:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
 
-    def _drop(self) -> None:
-        raise NotImplementedError
-
-
-class GrpcLink(EngineLink):
-    """The session on the sidecar's gRPC Session call."""
-
-    def __init__(self, stub: engine_pb2_grpc.EngineStub, session_id: str, language: str, base_ms: int) -> None:
-        super().__init__(stub, session_id, language, base_ms)
-        self._call: grpc.aio.StreamStreamCall | None = None
-
-    async def open(self, timeout_s: float) -> None:
-        call = self._call = self.stub.Session()
-        try:
-            # asyncio.timeout, not wait_for: no inner task whose exception could go unretrieved (3.11).
-            async with asyncio.timeout(timeout_s):
-                await call.write(self._open_msg)
-                first = await call.read()
-        except grpc.aio.AioRpcError as exc:
-            call.cancel()
-            raise open_refusal(exc.code().name, exc.details() or "") from exc
-        except (TimeoutError, asyncio.InvalidStateError) as exc:
-            call.cancel()
-            raise EngineLost(f"engine did not open the session: {exc!r}") from exc
-        except asyncio.CancelledError:
-            call.cancel()
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # we are being cancelled
-            raise EngineLost("engine channel closed while opening") from None  # grpc's doing
-        try:
-            self._opened(None if first is grpc.aio.EOF else first)
-        except EngineLost:
-            call.cancel()
-            raise
+    async def _next_message(self) -> epb.SessionOutput | None:
+        assert self._reader_stream is not None
+        body = await read_frame(self._reader_stream)
+        return None if body is None else parse_output(body)
 
     async def _read(self) -> None:
-        assert self._call is not None
-        failure: BaseException
+        closed = False  # the engine's Closed came: what follows (its Ended, the connection's end) is no failure
+        failure: BaseException = EngineLost("engine stream ended without closing")
         try:
-            while (msg := await self._call.read()) is not grpc.aio.EOF:
-                if await self._received(msg):
-                    return
-            failure = EngineLost("engine stream ended without closing")
-        except grpc.aio.AioRpcError as exc:
-            failure = stream_failure(exc.code().name, exc.details() or "")
-        except asyncio.CancelledError:
-            if self._call.cancelled():
-                raise  # our own cancel
-            failure = EngineLost("engine channel closed")  # grpc cancels reads when a dead sidecar's channel closes
-        await self._failed(failure)
+            while (msg := await self._next_message()) is not None:
+                if msg.WhichOneof("output") == "ended":
+                    if msg.ended.code != OK:
+                        failure = stream_failure(msg.ended.code, msg.ended.details)
+                    break
+                closed = await self._received(msg) or closed
+        except (OSError, FrameError) as exc:
+            failure = EngineLost(f"engine connection broke: {exc!r}")
+        self._drop()
+        if not closed:
+            await self._failed(failure)
 
     @property
     def done(self) -> bool:
-        return self._call is not None and self._call.done()
+        """The engine stream has ended (closed, cancelled, refused, or its sidecar gone); not before open()."""
+        return self._ended or (self._writer is not None and self._writer.is_closing())
 
     async def write(self, msg: epb.SessionInput) -> None:
-        assert self._call is not None
+        assert self._writer is not None
+        if self._writer.is_closing():
+            raise EngineLost("write failed: engine connection closed")
         try:
-            await self._call.write(msg)
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            self._writer.write(frame(msg))
+            await self._writer.drain()
+        except OSError as exc:
             raise EngineLost(f"write failed: {exc!r}") from exc
 
     def _drop(self) -> None:
-        if self._call is not None:
-            self._call.cancel()
+        self._ended = True
+        if self._writer is not None:
+            # At once, unsent audio and all: a close() would first wait for the sidecar to read it, which a
+            # frozen engine session never does (and the sidecar takes the closed connection for a cancel).
+            self._writer.transport.abort()
 
 
 def stream_failure(code: str, details: str) -> EngineFailed | EngineLost:

@@ -1,4 +1,4 @@
-"""Where a session's engine streams come from: the engine the pool picks, on the transport configured.
+"""Where a session's engine streams come from: the engine the pool picks, on its frames socket.
 
 A session may use several links in a row (after a sidecar restart, or a reset of a frozen engine session);
 each is opened here, on the best ready engine, the next one when one refuses or is gone.
@@ -11,13 +11,10 @@ from typing import Protocol
 
 from engine_api.v1 import engine_pb2_grpc
 
-from .engine_link import EngineLink, GrpcLink
+from .engine_link import EngineLink
 from .engine_source import EngineFull, EngineLost, EngineStream, EngineUnavailable
-from .frames_link import FramesLink
 
 OPEN_TIMEOUT_S = 30.0
-FRAMES, GRPC = "frames", "grpc"
-TRANSPORTS = (FRAMES, GRPC)  # --engine-transport
 
 
 class EnginePicker(Protocol):
@@ -40,18 +37,15 @@ class EnginePicker(Protocol):
         ...
 
     def frames_socket(self, stub: engine_pb2_grpc.EngineStub) -> Path | None:
-        """That engine's frames socket (engine_api/frames.py), when its sidecar serves one."""
+        """That engine's frames socket (engine_api/frames.py); None when it is not one this service may use."""
         ...
 
 
 class SidecarEngines:
     """Opens EngineLinks on an engine the pool picks: the best first, the next when one refuses or is gone."""
 
-    def __init__(self, engines: EnginePicker, transport: str = FRAMES) -> None:
-        if transport not in TRANSPORTS:
-            raise ValueError(f"engine transport {transport!r}: one of {', '.join(TRANSPORTS)}")
+    def __init__(self, engines: EnginePicker) -> None:
         self._engines = engines
-        self._transport = transport
 
     async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
                    failed: EngineStream | None = None) -> EngineLink:
@@ -73,7 +67,7 @@ class SidecarEngines:
         raise AssertionError("not reached")  # the loop returns or raises
 
     def _link(self, stub: engine_pb2_grpc.EngineStub, session_id: str, language: str, base_ms: int) -> EngineLink:
-        """Frames when asked for and the engine serves them (a sidecar older than them does not); else gRPC."""
-        if self._transport == FRAMES and (path := self._engines.frames_socket(stub)) is not None:
-            return FramesLink(stub, path, session_id, language, base_ms)
-        return GrpcLink(stub, session_id, language, base_ms)
+        path = self._engines.frames_socket(stub)
+        if path is None:  # gone, or not private to this user (the supervisor logged why): as a lost engine
+            raise EngineLost("engine frames socket missing or not private")
+        return EngineLink(stub, path, session_id, language, base_ms)

@@ -1,9 +1,10 @@
 """Two front ends on one vLLM engine core (engine option `frontends=2`): vLLM's multi-client mechanism.
 
 One sidecar process launches the EngineCore and two front-end processes, each an AsyncLLM client of that
-core serving the engine gRPC API on its own socket (`<socket>`, `<socket>.1`). Driven here through each
-socket with the engine stubs, as the service does. Geometry as in test_reanchor.py (max_model_len 320,
-margin 32: the first re-anchor fires ~21 s into a session), so each session re-anchors; the token ids
+core serving the engine API on its own socket (`<socket>`, `<socket>.1`). Driven here through each
+socket (status on gRPC, sessions on its frames socket), as the service does. Geometry as in
+test_reanchor.py (max_model_len 320, margin 32: the first re-anchor fires ~21 s into a session), so each
+session re-anchors; the token ids
 must equal those of the one-front-end engine (the default path) for the same audio.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket as socket_module
 import subprocess
 import sys
 import threading
@@ -24,6 +26,7 @@ import grpc
 import pytest
 
 from engine_api.audio import BYTES_PER_MS
+from engine_api.frames import HEADER, OK, frame, frames_socket
 from engine_api.frontends import FRONTEND_INDEX, FRONTENDS, frontend_socket
 from engine_api.outputs import Closed, DiagnosticKind
 from engine_api.wire import output_from_proto
@@ -60,8 +63,11 @@ class FrontEnds:
         assert line.startswith("READY"), (line, self.log.read_text()[-3000:])
         self.descendants: list[Any] = psutil.Process(self.proc.pid).children(recursive=True)
 
+    def socket_of(self, index: int) -> str:
+        return frontend_socket(self.socket, index)
+
     def stub(self, index: int) -> Any:
-        channel = grpc.insecure_channel(f"unix:{frontend_socket(self.socket, index)}")
+        channel = grpc.insecure_channel(f"unix:{self.socket_of(index)}")
         return engine_pb2_grpc.EngineStub(channel)
 
     def status(self, index: int) -> Any:
@@ -107,29 +113,64 @@ def one_frontend(make_harness: Any, audio: bytes) -> Result:
     return h.run(stream(h.run(h.engine.open_session("ref", "en")), audio), timeout=600)
 
 
-def session(stub: Any, session_id: str, pcm: bytes, pace_s: float = 0.0, started: threading.Event | None = None,
-            ) -> tuple[Result, grpc.RpcError | None]:
-    """One engine session over gRPC: open, audio in 80 ms chunks, close; every output (or the error)."""
+LOST = "LOST"  # how a session whose connection ended without an `Ended` message failed: its front end died
 
-    def inputs() -> Iterator[epb.SessionInput]:
-        yield epb.SessionInput(open=epb.Open(session_id=session_id, language_code="en", sample_rate_hz=16000))
-        step = CHUNK_MS * BYTES_PER_MS
-        for i in range(0, len(pcm), step):
-            yield epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm[i:i + step], speech=True))
-            if pace_s:
-                time.sleep(pace_s)
-        yield epb.SessionInput(close=epb.Close())
 
-    result = Result()
-    try:
-        for msg in stub.Session(inputs(), timeout=600):
+def session(socket: str, session_id: str, pcm: bytes, pace_s: float = 0.0, started: threading.Event | None = None,
+            ) -> tuple[Result, str | None]:
+    """One engine session on a front end's frames socket, as the service runs it: open, audio in 80 ms chunks,
+    close; every output, and how it failed (the `Ended` code, or LOST), if it did."""
+    conn = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
+    conn.settimeout(600)
+    conn.connect(str(frames_socket(Path(socket))))
+
+    def write() -> None:
+        try:
+            conn.sendall(frame(epb.SessionInput(open=epb.Open(session_id=session_id, language_code="en",
+                                                              sample_rate_hz=16000))))
+            step = CHUNK_MS * BYTES_PER_MS
+            for i in range(0, len(pcm), step):
+                conn.sendall(frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm[i:i + step], speech=True))))
+                if pace_s:
+                    time.sleep(pace_s)
+            conn.sendall(frame(epb.SessionInput(close=epb.Close())))
+        except OSError:
+            pass  # the front end is gone: the reader tells
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    result, failure = Result(), LOST
+    with conn:
+        while (body := _read_frame(conn)) is not None:
+            msg = epb.SessionOutput.FromString(body)
+            if msg.WhichOneof("output") == "ended":
+                failure = msg.ended.code
+                break
             if started is not None and msg.WhichOneof("output") == "delta":
                 started.set()
             if (out := output_from_proto(msg)) is not None:
                 result.outputs.append(out)
-    except grpc.RpcError as exc:
-        return result, exc
-    return result, None
+        conn.shutdown(socket_module.SHUT_RDWR)
+    writer.join(60)
+    return result, None if failure == OK else failure
+
+
+def _read_frame(conn: socket_module.socket) -> bytes | None:
+    """The next frame's body; None when the connection ended (closed or broken)."""
+    try:
+        head = _read_exactly(conn, HEADER.size)
+        return None if head is None else _read_exactly(conn, HEADER.unpack(head)[0])
+    except OSError:
+        return None
+
+
+def _read_exactly(conn: socket_module.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        if not (chunk := conn.recv(n - len(data))):
+            return None
+        data += chunk
+    return data
 
 
 def reanchor_at(r: Result) -> list[int]:
@@ -137,13 +178,13 @@ def reanchor_at(r: Result) -> list[int]:
 
 
 def both(frontends: FrontEnds, audio: bytes, pace: tuple[float, float] = (0.0, 0.0),
-         during: Any = None) -> list[tuple[Result, grpc.RpcError | None]]:
+         during: Any = None) -> list[tuple[Result, str | None]]:
     """A session on each front end at once; `during(started_events)` runs meanwhile."""
     out: list[Any] = [None, None]
     started = [threading.Event(), threading.Event()]
 
     def run(i: int) -> None:
-        out[i] = session(frontends.stub(i), f"s{i}", audio, pace[i], started[i])
+        out[i] = session(frontends.socket_of(i), f"s{i}", audio, pace[i], started[i])
 
     threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
     for t in threads:
@@ -207,7 +248,7 @@ def test_a_sigkilled_front_end_is_replaced_while_the_other_carries_on(
     (r0, e0), (r1, e1) = both(frontends, audio, pace=(0.0, 0.04), during=kill_front_end_1)
     assert e0 is None and r0.token_ids == one_frontend.token_ids  # the other front end saw nothing
     assert reanchor_at(r0) == reanchor_at(one_frontend)
-    assert e1 is not None and e1.code() == grpc.StatusCode.UNAVAILABLE  # its session: an engine loss
+    assert e1 == LOST  # its session: an engine loss
     assert r1.closed is None
 
     deadline = time.monotonic() + 180
@@ -228,7 +269,7 @@ def test_a_sigkilled_front_end_is_replaced_while_the_other_carries_on(
     orphans = [json.loads(line) for line in log.splitlines() if '"frontend_orphans_aborted"' in line]
     assert orphans and orphans[-1]["requests"] >= 1  # the killed one's parked request no longer holds KV
     # The replacement carries sessions, re-anchoring included, as before.
-    result, error = session(frontends.stub(1), "after", audio)
+    result, error = session(frontends.socket_of(1), "after", audio)
     assert error is None and result.token_ids == one_frontend.token_ids
     assert reanchor_at(result) == reanchor_at(one_frontend)
 

@@ -1,7 +1,9 @@
-"""The frames transport (engine_api/frames.py): a session on the sidecar's frames socket behaves as on its gRPC
-Session call — same outputs, same refusals and failures, a hang-up frees the slot — and bad bytes break nothing.
+"""The engine session transport (engine_api/frames.py): a session on the sidecar's frames socket gets the engine's
+outputs as the engine makes them, refusals and failures as the statuses they are, a hang-up frees the slot, and
+bad bytes break nothing.
 
-Real sockets and the sidecar's own servers (gRPC and frames, one servicer), in-process, on the fake engine.
+Real sockets and the sidecar's own servers (gRPC for status, frames for sessions, one servicer), in-process, on
+the fake engine.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from engine_sidecar.process.servicer import EngineServicer
 from service.config import Config
 from service.session.engine_link import EngineLink
 from service.session.engine_source import EngineFailed, EngineFull, EngineLost
-from service.session.sidecar_engines import FRAMES, GRPC, SidecarEngines
+from service.session.sidecar_engines import SidecarEngines
 from service.sidecar import SidecarSupervisor
 from tests.helpers import ROOT, voiced
 
@@ -57,7 +59,7 @@ class _BrokenEngine(FakeEngine):
 
 @dataclass
 class Sidecar:
-    """One engine served on both transports, as engine_sidecar/process/main.py serves it."""
+    """One engine served as engine_sidecar/process/serving.py serves it."""
     servicer: EngineServicer
     frames: FramesServer
     server: grpc.aio.Server
@@ -98,7 +100,7 @@ async def sidecar(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterat
     servicer = EngineServicer(engine)
     grpc_path = tmp_path / "e.sock"
     frames = FramesServer(servicer)
-    assert await frames.start(frames_socket(grpc_path))
+    await frames.start(frames_socket(grpc_path))
     server = grpc.aio.server()
     engine_pb2_grpc.add_EngineServicer_to_server(servicer, server)
     server.add_insecure_port(f"unix:{grpc_path}")
@@ -109,8 +111,8 @@ async def sidecar(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterat
     await asyncio.gather(frames.stop(1.0), server.stop(1.0))
 
 
-async def open_link(sidecar: Sidecar, transport: str) -> EngineLink:
-    link = await SidecarEngines(sidecar, transport).open("s1", "en-US", base_ms=0, wait_s=1)
+async def open_link(sidecar: Sidecar) -> EngineLink:
+    link = await SidecarEngines(sidecar).open("s1", "en-US", base_ms=0, wait_s=1)
     assert isinstance(link, EngineLink)
     return link
 
@@ -126,35 +128,54 @@ async def run(link: EngineLink, audio: bytes) -> list[EngineOutput]:
     return [*outputs, out]
 
 
-async def test_a_session_gets_the_same_outputs_on_frames_as_on_grpc(sidecar: Sidecar) -> None:
+async def direct(audio: bytes) -> list[EngineOutput]:
+    """The same session on a fake engine driven in this process, no transport between."""
+    engine = FakeEngine("", max_sessions=1)
+    await engine.start()
+    session = await engine.open_session("s1", "en-US")
+    outputs: list[EngineOutput] = []
+    collect = asyncio.create_task(_collect(session.outputs(), outputs))
+    for i in range(0, len(audio), CHUNK):
+        await session.push_audio(audio[i:i + CHUNK], True)
+    await session.flush(3)
+    await session.close()
+    await collect
+    await engine.shutdown()
+    return outputs
+
+
+async def _collect(outputs: AsyncIterator[EngineOutput], into: list[EngineOutput]) -> None:
+    async for out in outputs:
+        into.append(out)
+        if isinstance(out, Closed):
+            return
+
+
+async def test_a_session_gets_the_engines_outputs_as_the_engine_makes_them(sidecar: Sidecar) -> None:
     audio = voiced(2.0)
-    by_transport = {}
-    for transport in (GRPC, FRAMES):
-        link = await open_link(sidecar, transport)
-        assert type(link).__name__ == {GRPC: "GrpcLink", FRAMES: "FramesLink"}[transport]
-        assert link.info.engine == "fake"
-        by_transport[transport] = await run(link, audio)
-        await sidecar.active_becomes(0)
-        await until(lambda link=link: link.done)
-        await link.cancel()
-    assert len(by_transport[FRAMES]) > 5
-    assert by_transport[FRAMES] == by_transport[GRPC]
+    link = await open_link(sidecar)
+    assert link.info.engine == "fake"
+    received = await run(link, audio)
+    await sidecar.active_becomes(0)
+    await until(lambda: link.done)
+    await link.cancel()
+    assert len(received) > 5
+    assert received == await direct(audio)
 
 
-async def test_a_full_engine_refuses_on_frames_as_on_grpc(sidecar: Sidecar) -> None:
-    first = await open_link(sidecar, FRAMES)
-    for transport in (FRAMES, GRPC):
-        with pytest.raises(EngineFull, match="max_sessions"):
-            await open_link(sidecar, transport)
+async def test_a_full_engine_refuses(sidecar: Sidecar) -> None:
+    first = await open_link(sidecar)
+    with pytest.raises(EngineFull, match="max_sessions"):
+        await open_link(sidecar)
     await first.cancel()
     await sidecar.active_becomes(0)
-    again = await open_link(sidecar, FRAMES)  # the slot came back with the hang-up
+    again = await open_link(sidecar)  # the slot came back with the hang-up
     await again.cancel()
 
 
 @pytest.mark.parametrize("sidecar", [lambda _: _FailingEngine("", max_sessions=1)], indirect=True)
 async def test_an_engine_failure_is_engine_failed_on_frames(sidecar: Sidecar) -> None:
-    link = await open_link(sidecar, FRAMES)
+    link = await open_link(sidecar)
     await link.send_audio(voiced(0.08), True)
     with pytest.raises(EngineFailed, match="the model fell over"):
         async with asyncio.timeout(5):
@@ -165,15 +186,14 @@ async def test_an_engine_failure_is_engine_failed_on_frames(sidecar: Sidecar) ->
 
 
 @pytest.mark.parametrize("sidecar", [lambda _: _BrokenEngine("", max_sessions=1)], indirect=True)
-async def test_an_unexpected_error_is_engine_lost_on_either_transport(sidecar: Sidecar) -> None:
-    for transport, said in ((GRPC, "UNKNOWN"), (FRAMES, "UNKNOWN: unexpected error: RuntimeError")):
-        with pytest.raises(EngineLost, match=said):
-            await open_link(sidecar, transport)
+async def test_an_unexpected_error_is_engine_lost(sidecar: Sidecar) -> None:
+    with pytest.raises(EngineLost, match="UNKNOWN: unexpected error: RuntimeError"):
+        await open_link(sidecar)
     await sidecar.active_becomes(0)
 
 
 async def test_a_sidecar_that_stops_is_engine_lost_and_writes_fail(sidecar: Sidecar) -> None:
-    link = await open_link(sidecar, FRAMES)
+    link = await open_link(sidecar)
     await link.send_audio(voiced(0.4), True)
     await sidecar.frames.stop(0.0)  # as at SIGTERM after the grace: the session is cancelled
     with pytest.raises(EngineLost):
@@ -189,7 +209,7 @@ async def test_a_sidecar_that_stops_is_engine_lost_and_writes_fail(sidecar: Side
 async def test_no_frames_socket_is_engine_lost(sidecar: Sidecar) -> None:
     sidecar.frames_path = sidecar.frames_path.with_name("nothing-here")
     with pytest.raises(EngineLost, match="frames socket"):
-        await open_link(sidecar, FRAMES)
+        await open_link(sidecar)
 
 
 @pytest.mark.parametrize("garbage", [
@@ -210,7 +230,7 @@ async def test_bytes_that_are_not_a_session_free_everything(sidecar: Sidecar, ga
     if rest:  # the sidecar answered: with an Ended that says why
         assert epb.SessionOutput.FromString(rest[4:]).ended.code == "FAILED_PRECONDITION"
     await sidecar.active_becomes(0)
-    link = await open_link(sidecar, FRAMES)  # and the next session is served
+    link = await open_link(sidecar)  # and the next session is served
     await link.cancel()
 
 
@@ -224,7 +244,7 @@ def _frozen(tmp_path: Path) -> FakeEngine:
 async def test_a_hang_up_on_a_frozen_session_frees_the_slot(sidecar: Sidecar) -> None:
     """Its input is not being read (the engine holds the first chunk), so the end of the connection sits behind
     unread audio: the sidecar notices the hang-up anyway, as gRPC notices a cancelled call."""
-    link = await open_link(sidecar, FRAMES)
+    link = await open_link(sidecar)
     with contextlib.suppress(TimeoutError):  # the service's writes back up: that is the backpressure
         async with asyncio.timeout(2):
             for _ in range(1000):
@@ -320,7 +340,7 @@ async def test_random_traffic_and_hang_ups_at_random_moments_leave_nothing_behin
         else:
             writer.close()
         await sidecar.active_becomes(0)
-        link = await open_link(sidecar, FRAMES)
+        link = await open_link(sidecar)
         outputs = await run(link, voiced(0.4))
         assert isinstance(outputs[-1], Closed), f"case {case}: {outputs[-3:]}"
         await link.cancel()
