@@ -26,20 +26,16 @@ CHUNK_BYTES = 2560  # 80 ms of 16 kHz PCM16
 
 
 def parse_variant(text: str) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in filter(None, text.split(",")):
-        key, _, value = item.partition("=")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
-    return options
+    from engine_sidecar.engines.voxtral.flags import parse_items
+
+    return parse_items(filter(None, text.split(",")))
 
 
 async def one_run(model: str, options: dict[str, Any], n: int, seconds: float) -> dict[str, float]:
     from engine_sidecar.engines import create_engine
+    from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
-    engine: Any = create_engine("voxtral", model, max(16, n), options)
+    engine: Any = create_engine("voxtral", model, max(16, n), VoxtralOptions.from_mapping(options))
     await engine.start()
     try:
         pcm = (np.random.default_rng(0).standard_normal(int(16000 * seconds)) * 3000).astype("<i2").tobytes()

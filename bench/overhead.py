@@ -186,8 +186,9 @@ class Bare:
 
     def __init__(self, model: str, options: dict[str, Any], max_sessions: int) -> None:
         from engine_sidecar.engines import create_engine
+        from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
-        self.engine: Any = create_engine("voxtral", model, max_sessions, options)
+        self.engine: Any = create_engine("voxtral", model, max_sessions, VoxtralOptions.from_mapping(options))
 
     async def start(self) -> None:
         await self.engine.start()
@@ -600,16 +601,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     # The rut watchdog restarts a request on a long blank run over VAD speech; the in-process modes have no
     # VAD, so it is off for every mode (the random tiny model's blank runs are noise anyway).
-    options: dict[str, Any] = {"rut_blank_frames": 0}
-    for item in args.engine_options:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            p.error(f"--engine-option wants KEY=VALUE, got {item!r}")
-        try:
-            options[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            options[key] = raw
-    args.engine_options = options
+    from engine_sidecar.engines.voxtral.flags import parse_items
+
+    try:
+        args.engine_options = {"rut_blank_frames": 0, **parse_items(args.engine_options)}
+    except ValueError as exc:
+        p.error(str(exc))
     return args
 
 

@@ -170,13 +170,15 @@ class Engine:
 
     def __init__(self, name: str, model: str, max_model_len: int, legacy_rotation: bool = False) -> None:
         from engine_sidecar.engines import create_engine
+        from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
         self.name = name
         self.legacy_rotation = legacy_rotation
         self.legacy_calls = 0
         self._patch_dir = tempfile.TemporaryDirectory(prefix="voxgate-bench-before-") if legacy_rotation else None
         self.options = {"max_model_len": max_model_len, **ENGINE_OPTIONS}
-        self.engine: Any = create_engine("voxtral", model, int(ENGINE_OPTIONS["max_num_seqs"]), self.options)
+        self.engine: Any = create_engine("voxtral", model, int(ENGINE_OPTIONS["max_num_seqs"]),
+                                         VoxtralOptions.from_mapping(self.options))
 
     async def start(self) -> None:
         if self._patch_dir is None:

@@ -6,7 +6,7 @@ into the same dataclasses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ._proto import engine_pb2 as pb
 from .info import EngineInfo, PositionMode, PositionRuntime
@@ -85,14 +85,16 @@ def runtime_to_proto(runtime: PositionRuntime | None) -> pb.PositionRuntime | No
 
 
 def status_to_proto(info: EngineInfo, status: EngineStatus, counters: Mapping[str, int], *, active_sessions: int,
-                    opening_sessions: int, pid: int) -> pb.GetStatusResponse:
-    """The sidecar's answer to GetStatus: the engine's info and status, and the sidecar's own slot counts."""
+                    opening_sessions: int, pid: int, frontend_sockets: Sequence[str] = ()) -> pb.GetStatusResponse:
+    """The sidecar's answer to GetStatus: the engine's info and status, the sidecar's own slot counts, and the
+    sockets of the front ends that share its engine core."""
     return pb.GetStatusResponse(
         ready=True, engine=info.name, model=info.model, max_sessions=info.max_sessions,
         active_sessions=active_sessions, opening_sessions=opening_sessions, languages=list(info.languages),
         counters=dict(counters), pid=pid, position_mode=info.position_mode,
         position_mode_reason=info.position_mode_reason, position_runtime=runtime_to_proto(info.position_runtime),
         interim_stability=info.interim_stability, admitting=status.admitting, admission_refusal=status.refusal,
+        frontend_sockets=list(frontend_sockets),
         sessions=[pb.SessionStat(session_id=s.session_id, audio_ms=s.audio_ms, reanchors=s.reanchors,
                                  clock=s.clock, position_mode=s.position_mode) for s in status.sessions])
 

@@ -11,6 +11,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from engine_sidecar.engines import engine_options
+from engine_sidecar.engines.voxtral.flags import add_engine_arguments, option_items
 from engine_sidecar.engines.voxtral.plan.cli import add_plan_arguments
 from engine_sidecar.process.main import add_sidecar_arguments
 from voxgate_client.cli import add_transcribe_arguments, run_transcribe
@@ -18,7 +20,6 @@ from voxgate_client.status import add_status_arguments, run_status
 
 from .bench.cli import add_bench_arguments
 from .config import add_config_arguments, config_from_args
-from .engine_flags import add_engine_arguments
 from .logs import configure_logging
 from .security.token_cli import add_token_arguments, run_token
 
@@ -73,7 +74,12 @@ def main(argv: list[str] | None = None) -> int:
 
         configure_logging()
         return run_sidecar(args)
-    config = config_from_args(args)
+    try:
+        engine_options(args)  # wrong engine settings fail here, before any process starts
+    except ValueError as exc:
+        print(f"voxgate serve: {exc}", file=sys.stderr)
+        return 2
+    config = config_from_args(args, option_items(args))
     configure_logging(config.log_level)
     if config.workers != 1:
         from .workers import run_workers  # a parent: N worker processes and one sidecar

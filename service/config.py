@@ -6,13 +6,13 @@ Precedence: command-line flag > environment (VOXGATE_<FIELD>) > default here.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from dataclasses import dataclass, fields
 
 from . import limits
 
 DEFAULT_PORT = 50051
+ENGINE_FIELDS = ("preset", "engine_options")
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,9 @@ class Config:
     tenant_max_sessions: int = 0
     engine: str = "sphinx"
     model: str = ""
-    engine_options: str = ""  # JSON object; built from the engine flags (see engine_flags.py)
-    preset: str = ""
+    # The engine's settings, passed to the sidecar unread (it types them: engine_sidecar/engines/voxtral/flags.py):
+    preset: str = ""  # --preset NAME
+    engine_options: tuple[str, ...] = ()  # KEY=VALUE items: the named engine flags and every --engine-option
     max_sessions: int = 16
     workers: int = 1  # service processes on the one port (service/workers.py)
     sidecar_socket: str = ""
@@ -71,7 +72,6 @@ HELP = {
     "tenant_max_sessions": "concurrent sessions per tenant unless its token entry says (0: only --max-sessions)",
     "engine": "engine the sidecar runs: sphinx (embedded CPU), voxtral (vLLM), fake (tests)",
     "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
-    "engine_options": "engine options as a JSON object (the engine flags below override it)",
     "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
     "workers": "service worker processes sharing the port (SO_REUSEPORT) and one engine sidecar; "
                "--max-sessions holds across them all (1: one process, no parent)",
@@ -106,8 +106,7 @@ HELP = {
     "keepalive_timeout_s": "how long a ping may go unanswered before the connection is taken for dead",
     "engine_recovery_timeout_s": "how long a live session waits for a restarted engine before it ends",
     "freeze_timeout_s": "audio sent but not taken in by the engine for this long: the engine session is reset "
-                        "(a pause is not a freeze; the voxtral engine's own stall watchdog, --engine-option "
-                        "stall_timeout_s=10, restarts its request inside the sidecar first)",
+                        "(a pause is not a freeze; docs/operating.md lists every liveness check)",
     "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",
     "flow_status_interval_ms": "default interval of FlowStatus responses (when a client enables them)",
     "otel_endpoint": "OTLP/gRPC endpoint for session traces, e.g. http://127.0.0.1:4317 (needs the otel extra)",
@@ -119,8 +118,8 @@ HELP = {
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per Config field (--max-sessions ...), defaulting to env VOXGATE_MAX_SESSIONS, then Config."""
     for f in fields(Config):
-        if f.name == "preset":
-            continue  # a choice flag of its own, in engine_flags
+        if f.name in ENGINE_FIELDS:
+            continue  # the engine's flags (the voxtral group), which the sidecar reads
         env_name = "VOXGATE_" + f.name.upper()
         env = os.environ.get(env_name)
         kind: type = type(f.default)
@@ -134,9 +133,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                             help=f"{HELP[f.name]} [env {env_name}; default: %(default)s]")
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
-    from .engine_flags import engine_options
-
-    values = {f.name: getattr(args, f.name) for f in fields(Config) if f.name not in ("preset", "engine_options")}
-    options = engine_options(args, args.engine_options)
-    return Config(**values, engine_options=json.dumps(options) if options else "", preset=args.preset or "")
+def config_from_args(args: argparse.Namespace, engine_options: tuple[str, ...] = ()) -> Config:
+    """`engine_options`: the engine flags given, as KEY=VALUE items (the composition root renders them)."""
+    values = {f.name: getattr(args, f.name) for f in fields(Config) if f.name not in ENGINE_FIELDS}
+    return Config(**values, preset=getattr(args, "preset", None) or "", engine_options=engine_options)

@@ -8,12 +8,12 @@ placed fewest sessions on. Sessions ask on every open, so when an engine dies it
 (engine_chain: replay of the unheard audio) go at once to another engine with room; the dead one restarts
 under its own supervisor and rejoins when it answers. One engine behaves exactly as the lone sidecar did.
 
-A voxtral engine with K front ends (`--engine-option frontends=K`: one sidecar process, one engine core, K
-front-end processes, each on its own socket with its share of the capacity) is K placement targets: the
-supervisor of the spawned process follows front end 0 (its `--socket`) and restarts the sidecar, the
-others are attached (the `--sidecar-external` mode) to `<socket>.<i>` and only wait when theirs goes away,
-since the sidecar replaces a dead front end itself. Placement, failover and readiness treat every target
-as an engine of its own.
+An engine with K front ends (voxtral's `frontends=K`: one sidecar process, one engine core, K front-end
+processes, each on its own socket with its share of the capacity) is K placement targets. The supervisor
+of the spawned process follows front end 0 (its `--socket`) and restarts the sidecar. Front end 0's status
+lists every front end's socket; the others are attached (the `--sidecar-external` mode) to theirs and only
+wait when theirs goes away, since the sidecar replaces a dead front end itself. Placement, failover and
+readiness treat every target as an engine of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 
 import structlog
 
-from engine_api.frontends import frontend_socket
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
 
 from . import metrics
@@ -68,37 +67,81 @@ class EnginePool:
     def __init__(self, config: Config, on_ready_change: Callable[[bool], None],
                  on_status: Callable[[], None] = lambda: None, specs: Sequence[EngineSpec] | None = None) -> None:
         self.specs = tuple(specs if specs is not None else engine_specs(config))
-        several = len(self.specs) > 1
+        self._config = config
+        self._several = len(self.specs) > 1
         self._on_ready_change = on_ready_change
         self._on_status = on_status
         self._ready = False  # the pool's readiness as last told
-        # The placement targets, flat: each engine's process supervisor, then its other front ends if any.
-        self.engines = tuple(t for spec in self.specs for t in self._targets(config, spec, several))
-        self._links: tuple[set[EngineLink], ...] = tuple(set() for _ in self.engines)
-        for n, engine in enumerate(self.engines):
-            label = target_label(self._engine_of(n), engine.frontend)
-            metrics.ENGINE_SESSIONS.labels(label).set_function(partial(self._placed_gauge, n))
-            metrics.ENGINE_READY.labels(label).set_function(partial(_ready_gauge, engine))
+        # The placement targets, flat: each engine's process supervisor; then, once an engine's status lists
+        # several front ends, one attached to each of its other front ends (_follow_front_ends).
+        self.engines: list[SidecarSupervisor] = []
+        self._engine_ids: list[int] = []  # the engine (spec index) of each target
+        self._links: list[set[EngineLink]] = []
+        self._labels: list[str] = []
+        self._attaching: set[asyncio.Future[None]] = set()
+        for spec in self.specs:
+            self._add(spec.index, SidecarSupervisor(
+                replace(config, sidecar_socket=spec.socket), self._engine_changed, self._status_changed,
+                index=spec.index if self._several else None, env=spec.env))
 
-    def _targets(self, config: Config, spec: EngineSpec, several: bool) -> list[SidecarSupervisor]:
-        """One engine's targets: the supervisor that spawns (or attaches to) its sidecar, on front end 0's
-        socket; then, with K front ends, one attached to each other front end's socket."""
-        k = spec.frontends
-        index = spec.index if several else None
-        first = SidecarSupervisor(replace(config, sidecar_socket=spec.socket), self._engine_changed, self._on_status,
-                                  index=index, env=spec.env, frontend=0 if k > 1 else None)
-        others = [SidecarSupervisor(replace(config, sidecar_socket=frontend_socket(str(first.socket), i),
-                                            sidecar_external=True), self._engine_changed, self._on_status,
-                                    index=index, frontend=i) for i in range(1, k)]
-        return [first, *others]
+    def _add(self, engine: int, target: SidecarSupervisor) -> None:
+        n = len(self.engines)
+        self.engines.append(target)
+        self._engine_ids.append(engine)
+        self._links.append(set())
+        self._labels.append("")
+        self._label(n)
+
+    def _label(self, n: int) -> None:
+        """Target n's gauges, under its name (which changes once its engine turns out to have front ends)."""
+        label = target_label(self._engine_ids[n], self.engines[n].frontend)
+        if label == self._labels[n]:
+            return
+        if self._labels[n]:
+            metrics.ENGINE_SESSIONS.remove(self._labels[n])
+            metrics.ENGINE_READY.remove(self._labels[n])
+        self._labels[n] = label
+        metrics.ENGINE_SESSIONS.labels(label).set_function(partial(self._placed_gauge, n))
+        metrics.ENGINE_READY.labels(label).set_function(partial(_ready_gauge, self.engines[n]))
+
+    def _follow_front_ends(self) -> list[SidecarSupervisor]:
+        """Targets for the front ends an engine's status lists and the pool does not follow yet: each attached
+        (the `--sidecar-external` mode) to its socket, since the sidecar replaces a dead front end itself. The
+        new ones, still to be started."""
+        new: list[SidecarSupervisor] = []
+        for n, target in enumerate(list(self.engines)):
+            sockets = list(target.status.frontend_sockets) if target.status is not None else []
+            if target.frontend is not None and target.frontend > 0 or len(sockets) < 2:
+                continue
+            self._label(n)  # front end 0 of several now
+            engine = self._engine_ids[n]
+            known = {str(t.socket) for t, e in zip(self.engines, self._engine_ids, strict=True) if e == engine}
+            for i, socket in enumerate(sockets):
+                if socket not in known and i > 0:
+                    other = SidecarSupervisor(
+                        replace(self._config, sidecar_socket=socket, sidecar_external=True), self._engine_changed,
+                        self._status_changed, index=engine if self._several else None, frontend=i)
+                    self._add(engine, other)
+                    new.append(other)
+        if new:
+            log.info("frontends_followed", sockets=[str(t.socket) for t in new])
+        return new
+
+    def _attach_front_ends(self) -> None:
+        """Start following the front ends a status just listed: attaching waits for nothing (each target is
+        ready once its front end answers)."""
+        for target in self._follow_front_ends():
+            task = asyncio.ensure_future(target.start())
+            self._attaching.add(task)
+            task.add_done_callback(self._attaching.discard)
+
+    def _status_changed(self) -> None:
+        self._attach_front_ends()
+        self._on_status()
 
     def _engine_of(self, target: int) -> int:
         """The engine (spec index) a target belongs to."""
-        for spec in self.specs:
-            if target < spec.frontends:
-                return spec.index
-            target -= spec.frontends
-        raise IndexError(target)
+        return self._engine_ids[target]
 
     async def start(self) -> None:
         """Start every engine (at once: a GPU box's engines load in parallel); any failure is fatal."""
@@ -109,12 +152,14 @@ class EnginePool:
         if failures:
             await self.stop()
             raise failures[0]
+        await asyncio.gather(*(t.start() for t in self._follow_front_ends()))
 
     async def stop(self) -> None:
         await asyncio.gather(*(e.stop() for e in self.engines))
 
     def _engine_changed(self, _ready: bool) -> None:
         """An engine came up or went down: the pool's readiness may follow (any engine up), its room changed."""
+        self._attach_front_ends()
         metrics.ENGINE_UP.set(self.ready_count)
         if len(self.engines) > 1:
             log.info("engines_up", up=[target_label(self._engine_of(n), e.frontend)

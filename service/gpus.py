@@ -11,7 +11,6 @@ on the CPU each get their own cores instead (service/cpu_slices.py).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -34,7 +33,6 @@ class EngineSpec:
     index: int
     gpu: str | None  # the device its sidecar sees (CUDA_VISIBLE_DEVICES); None: not pinned
     socket: str  # its Unix socket; "": a private temp dir
-    frontends: int = 1  # its front ends (voxtral `frontends=K`): K placement targets, on `<socket>`, `<socket>.<i>`
     cpus: str | None = None  # its vLLM-CPU worker's cores (VLLM_CPU_OMP_THREADS_BIND); None: vLLM's own choice
 
     @property
@@ -121,18 +119,6 @@ def engine_socket(socket: str, index: int, count: int) -> str:
     return socket if not socket or count == 1 else f"{socket}.{index}"
 
 
-def engine_frontends(c: Config) -> int:
-    """Front ends per engine: the voxtral engine option `frontends` (K front-end processes on one engine core, each
-    on its own socket: engine_api/frontends.py), else 1."""
-    if c.engine != "voxtral" or not c.engine_options:
-        return 1
-    options = json.loads(c.engine_options)
-    k = options.get("frontends", 1) if isinstance(options, dict) else 1
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise EngineLayoutError(f"--engine-option frontends={k!r}: a whole number >= 1")
-    return k
-
-
 def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
                  environ: Mapping[str, str] = os.environ,
                  allowed: Callable[[], set[int]] = allowed_cpus) -> tuple[EngineSpec, ...]:
@@ -146,7 +132,6 @@ def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count
                                 "per GPU; leave --engines out or make it the number of GPUs")
     count = len(devices) or c.engines
     pins: tuple[str | None, ...] = devices or (None,) * count
-    k = engine_frontends(c)
     binds = omp_binds(count, environ, allowed) if c.engine == "voxtral" and not devices else [None] * count
-    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), k, cpus)
+    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), cpus)
                  for i, (gpu, cpus) in enumerate(zip(pins, binds, strict=True)))

@@ -29,6 +29,7 @@ import grpc
 import structlog
 
 from engine_api.frames import frames_socket
+from engine_api.frontends import frontend_of
 from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
 from engine_api.status import EngineStatus
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
@@ -36,13 +37,11 @@ from engine_api.wire import status_from_proto
 
 from . import metrics
 from .config import Config
-from .engine_flags import preset_env
 from .logs import relay_lines
 from .private_dirs import make_private_dir
 from .sidecar_process import (
     SidecarStartError,
     check_private_socket,
-    engine_env_defaults,
     exit_code,
     sidecar_command,
 )
@@ -142,7 +141,7 @@ class SidecarSupervisor:
         c = self._config
         cmd = sidecar_command(c, self._socket)
         self._log.info("sidecar_spawn", cmd=" ".join(cmd))
-        env = {**engine_env_defaults(c.engine), **os.environ, **preset_env(c.preset), **self._env}
+        env = {**os.environ, **self._env}
         self._proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, env=env)
         assert self._proc.stdout is not None
         try:
@@ -188,6 +187,10 @@ class SidecarSupervisor:
     def _take_status(self, status: engine_pb2.GetStatusResponse) -> None:
         """An answer of the engine that runs now: its first after a (re)start, or a health check's."""
         self.status = status
+        index, count = frontend_of(status.counters)
+        if count > 1 and self.frontend != index:  # one of several front ends, which its status says
+            self.frontend = index
+            self._log = self._log.bind(frontend_index=index)
         self.engine_status = status_from_proto(status)
         metrics.engine_status(str(self.index or 0), dict(status.counters))
         admitting = self._engine_admits(status, self.engine_status)

@@ -20,18 +20,12 @@ def sidecar_command(c: Config, socket: Path) -> list[str]:
     """The sidecar process's command line (its flags: engine_sidecar.process.main.add_sidecar_arguments)."""
     cmd = [sys.executable, "-m", SIDECAR_MODULE, "--engine", c.engine, "--model", c.model,
            "--socket", str(socket), "--max-sessions", str(c.max_sessions)]
-    if c.engine_options:
-        cmd += ["--engine-options", c.engine_options]
+    if c.preset:
+        cmd += ["--preset", c.preset]
+    for item in c.engine_options:
+        cmd += ["--engine-option", item]
     return cmd
 
-
-def engine_env_defaults(engine: str) -> dict[str, str]:
-    """Environment defaults for the sidecar process, overridable from the service's own environment.
-
-    PocketSphinx decodes in asyncio's worker threads and each thread's ~110 MiB decoder allocations land in
-    another glibc malloc arena, which is never returned: RSS grew 100 → 1178 MiB over nine rounds of four clean
-    sessions (the wire fuzz's RSS invariant). Two arenas keep it flat (~660 MiB at four sessions)."""
-    return {"MALLOC_ARENA_MAX": "2"} if engine == "sphinx" else {}
 
 class SidecarStartError(RuntimeError):
     pass

@@ -515,6 +515,7 @@ class GetStatusResponse(_message.Message):
     OPENING_SESSIONS_FIELD_NUMBER: _builtins.int
     ADMITTING_FIELD_NUMBER: _builtins.int
     ADMISSION_REFUSAL_FIELD_NUMBER: _builtins.int
+    FRONTEND_SOCKETS_FIELD_NUMBER: _builtins.int
     ready: _builtins.bool
     engine: _builtins.str
     model: _builtins.str
@@ -551,6 +552,12 @@ class GetStatusResponse(_message.Message):
         re-anchoring was armed or refused); absent for engines without a position clock.
         """
 
+    @_builtins.property
+    def frontend_sockets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every front end's socket of the engine core this one shares, in index order, this one's included; empty
+        for a sidecar with one front end. The service follows each as an engine of its own.
+        """
+
     def __init__(
         self,
         *,
@@ -570,10 +577,11 @@ class GetStatusResponse(_message.Message):
         opening_sessions: _builtins.int = ...,
         admitting: _builtins.bool | None = ...,
         admission_refusal: _builtins.str = ...,
+        frontend_sockets: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "admitting", b"admitting", "position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "active_sessions", b"active_sessions", "admission_refusal", b"admission_refusal", "admitting", b"admitting", "counters", b"counters", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "active_sessions", b"active_sessions", "admission_refusal", b"admission_refusal", "admitting", b"admitting", "counters", b"counters", "engine", b"engine", "frontend_sockets", b"frontend_sockets", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__admitting: _TypeAlias = _typing.Literal["admitting"]  # noqa: Y015
     _WhichOneofArgType__admitting: _TypeAlias = _typing.Literal["_admitting", b"_admitting"]  # noqa: Y015

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import argparse
+from typing import TYPE_CHECKING
 
 from engine_sidecar.engines.engine import Engine
+
+if TYPE_CHECKING:
+    from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
 ENGINE_NAMES = ("sphinx", "fake", "voxtral")
 
 
-def create_engine(name: str, model: str, max_sessions: int, options: Mapping[str, Any] | None = None) -> Engine:
-    """options: engine-specific settings (voxtral: the fields of VoxtralOptions); others take none."""
+def engine_options(args: argparse.Namespace) -> VoxtralOptions | None:
+    """The engine's options from the sidecar's flags, typed once, here (ValueError when they are wrong):
+    voxtral's from `--preset`, its named flags and `--engine-option` items; the others take none."""
+    if args.engine == "voxtral":
+        from engine_sidecar.engines.voxtral.flags import voxtral_options
+
+        return voxtral_options(args)
+    from engine_sidecar.engines.voxtral.flags import given
+
+    if given(args):
+        raise ValueError(f"the {args.engine} engine takes no engine options (--preset, --engine-option, "
+                         "the voxtral flags)")
+    return None
+
+
+def create_engine(name: str, model: str, max_sessions: int, options: VoxtralOptions | None = None) -> Engine:
+    """options: the voxtral engine's (engine_options); the other engines take none."""
     if name == "sphinx":
         from engine_sidecar.engines.sphinx import SphinxEngine
 

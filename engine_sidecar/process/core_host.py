@@ -5,8 +5,8 @@ This is vLLM's own multi-client mechanism, the one `vllm serve --api-server-coun
 (`run_multi_api_server`): bind one ZMQ listener pair per client slot (`bind_engine_zmq_listeners`), launch
 the EngineCore with every slot's addresses (`launch_core_engines`), and start one front-end process per slot
 with `AsyncLLM(client_addresses, client_count, client_index)` (as `APIServerProcessManager` does). Each
-front end serves the engine gRPC API on its own socket (engine_api/frontends.py) with its share of the
-engine's capacity.
+front end serves the engine API on its own socket (frontend_client.frontend_socket), lists every front end's
+socket in its status (the service follows each), and has its share of the engine's capacity.
 
 This process supervises them. Unlike `vllm serve`, which stops everything when one API server dies, a dead
 front end is replaced while the core and the other front ends keep serving: its sessions see an engine loss
@@ -20,7 +20,6 @@ this process exits non-zero and the service restarts the whole sidecar, as with 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import signal
@@ -50,8 +49,7 @@ STOP_GRACE_S = 10.0  # front ends get this long to stop their gRPC servers on SI
 FRONTEND_RESTART = BackoffPolicy(first_s=0.5, max_s=8.0, stable_s=60.0)  # between replacements of one front end
 
 
-def run_core_host(args: argparse.Namespace) -> int:
-    options = VoxtralOptions.from_mapping(json.loads(args.engine_options) if args.engine_options else None)
+def run_core_host(args: argparse.Namespace, options: VoxtralOptions) -> int:
     return CoreHost(args, options).run()
 
 
@@ -130,7 +128,8 @@ class CoreHost:
         client = FrontEndClient(index=index, count=self._k, slot=slot, slots=self._slots, addresses=addresses,
                                 orphan_slot=orphan)
         ready = self._ctx.Event()
-        proc = self._ctx.Process(target=run_frontend, args=(self._args, client, ready), name=f"VoxgateFrontEnd_{index}")
+        proc = self._ctx.Process(target=run_frontend,
+                                  args=(self._args, self._options, client, ready), name=f"VoxgateFrontEnd_{index}")
         proc.start()
         inp.close()  # the child holds the listening sockets now, as in vLLM's APIServerProcessManager
         out.close()

@@ -22,14 +22,16 @@ log = structlog.get_logger("sidecar")
 
 
 class EngineServicer(engine_pb2_grpc.EngineServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, frontend_sockets: tuple[str, ...] = ()) -> None:
         self._engine = engine
+        self._frontend_sockets = frontend_sockets
         self._active = 0
         self._opening = 0  # of _active: slots whose engine session is still being opened
 
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
         return status_to_proto(self._engine.info, self._engine.status(), self._engine.counters(),
-                               active_sessions=self._active, opening_sessions=self._opening, pid=os.getpid())
+                               active_sessions=self._active, opening_sessions=self._opening, pid=os.getpid(),
+                               frontend_sockets=self._frontend_sockets)
 
     async def run_session(self, requests: AsyncIterator[pb.SessionInput]) -> AsyncGenerator[pb.SessionOutput, None]:
         """One engine session driven by `requests`: Opened, then its outputs. Raises SessionEnded when refused

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
-import json
 import os
 import signal
 import stat
@@ -26,6 +25,7 @@ from engine_api.sockets import private_umask
 from engine_api.v1 import engine_pb2_grpc
 from engine_sidecar.engines import create_engine
 from engine_sidecar.engines.engine import Engine
+from engine_sidecar.engines.voxtral.options import VoxtralOptions
 from engine_sidecar.process.frames import FramesServer
 from engine_sidecar.process.servicer import EngineServicer
 
@@ -55,13 +55,13 @@ def prepare_socket(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-async def serve(args: argparse.Namespace, engine: Engine | None = None,
-                announce: Callable[[], None] | None = None) -> int:
-    """Serve one engine on args.socket. `engine`: built by the caller (a front end of a shared engine core);
-    `announce`: called once serving, instead of printing the READY line."""
+async def serve(args: argparse.Namespace, options: VoxtralOptions | None = None, engine: Engine | None = None,
+                announce: Callable[[], None] | None = None, frontend_sockets: tuple[str, ...] = ()) -> int:
+    """Serve one engine on args.socket. `engine`: built by the caller (a front end of a shared engine core),
+    else from args and `options`; `announce`: called once serving, instead of printing the READY line;
+    `frontend_sockets`: every front end's socket of a shared engine core, which its status lists."""
     log = structlog.get_logger("sidecar")
     if engine is None:
-        options = json.loads(args.engine_options) if args.engine_options else None
         engine = create_engine(args.engine, args.model, args.max_sessions, options)
     await engine.start()
     socket_path = Path(args.socket)
@@ -69,7 +69,7 @@ async def serve(args: argparse.Namespace, engine: Engine | None = None,
     # A small, fixed HTTP/2 window (no BDP growth): audio queued for the engine stays
     # bounded (~2 s per session) and the service's backpressure reaches the client.
     server = grpc.aio.server(options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65536)])
-    servicer = EngineServicer(engine)
+    servicer = EngineServicer(engine, frontend_sockets)
     engine_pb2_grpc.add_EngineServicer_to_server(servicer, server)
     # Sessions travel as length-prefixed messages on their own socket (engine_api/frames.py), bound before the
     # gRPC socket so that a service which sees the gRPC socket finds this one too.

@@ -23,7 +23,8 @@ import grpc
 import pytest
 import yaml
 
-from service.engine_flags import _preset_options, preset_env
+from engine_sidecar.engines.voxtral.flags import parse_items, preset_options
+from engine_sidecar.engines.voxtral.presets import get_preset
 from tests.helpers import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -110,6 +111,11 @@ def arg(container: dict[str, Any], flag: str) -> str:
     return str(args[args.index(flag) + 1])
 
 
+def engine_options(args: list[str]) -> dict[str, Any]:
+    """The engine options a sidecar's command line sets with `--engine-option KEY=VALUE`, read as it reads them."""
+    return parse_items(value for flag, value in zip(args, args[1:], strict=False) if flag == "--engine-option")
+
+
 def flag_value(command: list[str], flag: str) -> str:
     return command[command.index(flag) + 1]
 
@@ -190,10 +196,10 @@ def test_the_gpu_is_requested_by_the_engine_only(preset: str) -> None:
 def test_chart_presets_match_voxgate_presets(preset: str) -> None:
     """The chart's engine options are what `voxgate serve --preset` would send the sidecar."""
     _, service, engine = pod_containers(render({"preset": preset}))
-    assert json.loads(arg(engine, "--engine-options")) == _preset_options(preset)
+    assert engine_options(engine["args"]) == preset_options(preset)
     env = {e["name"]: e.get("value") for e in engine["env"]}
-    assert preset_env(preset).items() <= env.items()
-    sessions = str(_preset_options(preset)["max_num_seqs"])
+    assert dict(get_preset(preset).env).items() <= env.items()
+    sessions = str(preset_options(preset)["max_num_seqs"])
     assert arg(engine, "--max-sessions") == arg(service, "--max-sessions") == sessions
 
 
@@ -403,7 +409,7 @@ def test_compose_file_is_valid_and_wires_socket_gpu_and_health(tmp_path: Path) -
     assert any(socket.startswith(v["target"] + "/") for v in sidecar["volumes"] if v["source"] == "engine-socket")
     (device,) = sidecar["deploy"]["resources"]["reservations"]["devices"]
     assert device["capabilities"] == ["gpu"] and "deploy" not in service
-    assert json.loads(sidecar["command"][sidecar["command"].index("--engine-options") + 1]) == _preset_options("16gb")
+    assert sidecar["command"][sidecar["command"].index("--preset") + 1] == "16gb"
     assert service["healthcheck"]["test"][1] == "voxgate-healthcheck"
     assert sidecar["healthcheck"]["test"][1:3] == ["voxgate-healthcheck", "--socket"]
     assert service["depends_on"]["sidecar"]["condition"] == "service_started"

@@ -27,10 +27,11 @@ import pytest
 
 from engine_api.audio import BYTES_PER_MS
 from engine_api.frames import HEADER, OK, frame, frames_socket
-from engine_api.frontends import FRONTEND_INDEX, FRONTENDS, frontend_socket
+from engine_api.frontends import FRONTEND_INDEX, FRONTENDS
 from engine_api.outputs import Closed, DiagnosticKind
 from engine_api.wire import output_from_proto
 from engine_sidecar.engines.voxtral.allocator import find_tcmalloc
+from engine_sidecar.engines.voxtral.frontend_client import frontend_socket
 from service.bench.audio import speech_with_pauses as speech
 from tests.engine.conftest import Harness, Result, stream
 
@@ -56,7 +57,8 @@ class FrontEnds:
         options = {**OPTIONS, "frontends": 2}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "engine_sidecar", "--engine", "voxtral", "--model", str(model),
-             "--socket", self.socket, "--max-sessions", "4", "--engine-options", json.dumps(options)],
+             "--socket", self.socket, "--max-sessions", "4",
+             *(arg for k, v in options.items() for arg in ("--engine-option", f"{k}={json.dumps(v)}"))],
             stdout=subprocess.PIPE, stderr=self.log.open("wb"), text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until READY (every front end serves) or exit

@@ -21,8 +21,9 @@ from typing import Any
 import grpc
 import pytest
 
-from engine_api.frontends import FRONTEND_INDEX, frontend_socket
+from engine_api.frontends import FRONTEND_INDEX
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
+from engine_sidecar.engines.voxtral.frontend_client import frontend_socket
 from tests.helpers import (
     ServerProcess,
     audio_requests,

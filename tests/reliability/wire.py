@@ -23,8 +23,8 @@ from grpc_health.v1 import health_pb2
 from riva.client.proto import riva_asr_pb2 as rasr
 from riva.client.proto import riva_audio_pb2 as raudio
 
-from engine_api.frontends import frontend_sockets
 from engine_api.v1 import engine_pb2, engine_pb2_grpc
+from engine_sidecar.engines.voxtral.frontend_client import frontend_sockets
 from service.sidecar import NOT_ADMITTING_STATUS_INTERVAL_S
 from tests.helpers import (
     ServerProcess,

@@ -149,7 +149,7 @@ def test_front_ends_preparing_one_socket_directory_at_once_all_succeed(tmp_path:
     as it starts (CI caught a front end failing with FileExistsError when another created it first)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from engine_api.frontends import frontend_socket
+    from engine_sidecar.engines.voxtral.frontend_client import frontend_socket
 
     for attempt in range(20):
         directory = tmp_path / f"engine-{attempt}" / "sub"

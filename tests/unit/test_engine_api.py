@@ -94,9 +94,11 @@ async def test_light_engines_say_whether_they_admit(tmp_path: Path) -> None:
 
 
 def test_the_service_starts_the_sidecar_as_its_own_module() -> None:
-    cmd = sidecar_command(Config(engine="fake", engine_options='{"x": 1}'), Path("/run/x.sock"))
+    cmd = sidecar_command(Config(engine="voxtral", preset="16gb", engine_options=("max_num_seqs=2", "x=y")),
+                          Path("/run/x.sock"))
     assert cmd[1:3] == ["-m", "engine_sidecar"]
-    assert cmd[cmd.index("--socket") + 1] == "/run/x.sock" and cmd[-2:] == ["--engine-options", '{"x": 1}']
+    assert cmd[cmd.index("--socket") + 1] == "/run/x.sock"
+    assert cmd[-6:] == ["--preset", "16gb", "--engine-option", "max_num_seqs=2", "--engine-option", "x=y"]
 
 
 def _modules(package: str) -> list[Path]:
@@ -128,3 +130,12 @@ def test_only_the_client_package_imports_its_private_stubs() -> None:
                  if not p.is_relative_to(client)
                  and any(n.startswith("voxgate_client._proto") for n in imported_modules(p))]
     assert offenders == []
+
+
+def test_the_sphinx_engine_caps_malloc_arenas_unless_the_environment_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine_sidecar.engines.sphinx import cap_malloc_arenas
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert cap_malloc_arenas(8)  # glibc's mallopt took it (8: harmless for the test process)
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert not cap_malloc_arenas(8)

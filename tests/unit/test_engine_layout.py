@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from engine_api.frontends import FRONTEND_INDEX, FRONTENDS
+from engine_api.v1 import engine_pb2
 from service.config import Config
 from service.cpu_slices import cpu_slices, omp_binds, one_per_core, physical_core
 from service.engine_pool import EngineLoad, EnginePool, placement_order
@@ -122,37 +122,33 @@ def test_placement_prefers_room_then_free_capacity_then_fewest_placed() -> None:
     assert placement_order(full) == [1, 0]
 
 
-def voxtral(frontends: object, **kwargs: object) -> Config:
-    return Config(engine="voxtral", engine_options=json.dumps({"max_num_seqs": 8, "frontends": frontends}),
-                  **kwargs)  # type: ignore[arg-type]
+def frontends_status(sockets: list[str], index: int = 0) -> engine_pb2.GetStatusResponse:
+    """A front end's GetStatus answer, as a sidecar with len(sockets) front ends gives it."""
+    return engine_pb2.GetStatusResponse(engine="voxtral", frontend_sockets=sockets,
+                                        counters={FRONTEND_INDEX: index, FRONTENDS: len(sockets)})
 
 
-def test_front_ends_per_engine_come_from_the_voxtral_engine_option() -> None:
-    assert [s.frontends for s in engine_specs(voxtral(3, engines=2))] == [3, 3]
-    assert engine_specs(Config(engine="voxtral"))[0].frontends == 1
-    # Another engine has no front ends of its own: the option is the voxtral sidecar's.
-    assert engine_specs(Config(engine="fake", engine_options='{"frontends": 3}'))[0].frontends == 1
-    for bad in (0, "two", 1.5):
-        with pytest.raises(EngineLayoutError, match="frontends"):
-            engine_specs(voxtral(bad))
-
-
-def test_each_front_end_is_a_placement_target_and_only_the_first_spawns() -> None:
-    pool = EnginePool(voxtral(3, engines=2, sidecar_socket="/run/e.sock"), lambda _ready: None)
+def test_each_front_end_a_status_lists_becomes_an_attached_placement_target_once() -> None:
+    pool = EnginePool(Config(engine="voxtral", engines=2, sidecar_socket="/run/e.sock"), lambda _ready: None)
     assert [(str(t.socket), t.frontend, t.attached) for t in pool.engines] == [
-        ("/run/e.sock.0", 0, False), ("/run/e.sock.0.1", 1, True), ("/run/e.sock.0.2", 2, True),
-        ("/run/e.sock.1", 0, False), ("/run/e.sock.1.1", 1, True), ("/run/e.sock.1.2", 2, True)]
-    one = EnginePool(Config(engine="voxtral", sidecar_socket="/run/e.sock"), lambda _ready: None)
-    assert [(str(t.socket), t.frontend, t.attached) for t in one.engines] == [("/run/e.sock", None, False)]
+        ("/run/e.sock.0", None, False), ("/run/e.sock.1", None, False)]
+    sockets = ["/run/e.sock.0", "/run/e.sock.0.a", "/run/e.sock.0.b"]  # whatever names the sidecar chose
+    pool.engines[0]._take_status(frontends_status(sockets))
+    new = pool._follow_front_ends()
+    assert [(str(t.socket), t.frontend, t.attached) for t in new] == [
+        ("/run/e.sock.0.a", 1, True), ("/run/e.sock.0.b", 2, True)]
+    assert pool.engines[0].frontend == 0 and [pool._engine_of(n) for n in range(4)] == [0, 1, 0, 0]
+    # The next status changes nothing; an attached front end's own status adds no target.
+    pool.engines[0]._take_status(frontends_status(sockets))
+    new[0]._take_status(frontends_status(sockets, index=1))
+    assert pool._follow_front_ends() == [] and len(pool.engines) == 4
 
 
-def test_front_ends_of_a_private_socket_sit_beside_it() -> None:
-    pool = EnginePool(voxtral(2), lambda _ready: None)
-    first, second = pool.engines
-    try:
-        assert str(second.socket) == f"{first.socket}.1" and first.socket.name == "engine.sock"
-    finally:
-        shutil.rmtree(first.socket.parent)
+def test_an_engine_with_one_front_end_stays_one_target() -> None:
+    pool = EnginePool(Config(engine="voxtral", sidecar_socket="/run/e.sock"), lambda _ready: None)
+    pool.engines[0]._take_status(engine_pb2.GetStatusResponse(engine="voxtral"))
+    assert pool._follow_front_ends() == []
+    assert [(str(t.socket), t.frontend, t.attached) for t in pool.engines] == [("/run/e.sock", None, False)]
 
 
 def test_several_voxtral_engines_on_the_cpu_each_get_their_own_cores() -> None:

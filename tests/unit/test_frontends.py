@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine_api.frontends import FRONTEND_INDEX, FRONTENDS, frontend_of, frontend_socket, frontend_sockets
-from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
+from engine_api.frontends import FRONTEND_INDEX, FRONTENDS, frontend_of
+from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient, frontend_socket, frontend_sockets
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
 

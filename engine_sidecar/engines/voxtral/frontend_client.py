@@ -35,3 +35,16 @@ class FrontEndClient:
 
     def counters(self) -> dict[str, int]:
         return {FRONTEND_INDEX: self.index, FRONTENDS: self.count, "frontend_client_slot": self.slot}
+
+
+def frontend_socket(socket: str, index: int) -> str:
+    """The Unix socket front end `index` serves on: the sidecar's own `--socket` for 0 (a client that knows
+    only that path keeps working), `<socket>.<index>` otherwise."""
+    if index < 0:
+        raise ValueError("a front end index is >= 0")
+    return socket if index == 0 else f"{socket}.{index}"
+
+
+def frontend_sockets(socket: str, count: int) -> tuple[str, ...]:
+    """Every front end's socket of a sidecar started with `frontends=count`, in index order."""
+    return tuple(frontend_socket(socket, i) for i in range(max(1, count)))

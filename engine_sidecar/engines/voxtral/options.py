@@ -45,8 +45,7 @@ class VoxtralOptions:
     admission_max_lag_ms: int = ADMISSION_LAG.value  # refuse new sessions while one lags real time more (0: off)
     rut_blank_frames: int = 200  # blank run over speech that counts as a rut (0: off)
     # The engine's stall watchdog: no output while audio is fed, for this long, restarts the session's request
-    # (0: off). Not the service's freeze watch (`voxgate serve --freeze-timeout-s`, 15 s), which resets the
-    # whole engine session when the engine stops taking audio in.
+    # (0: off). Every liveness check, and what it detects: docs/operating.md.
     stall_timeout_s: float = 10.0
     emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
     blank_logit_bias: float = 0.0  # added to the blank token's logit (tests: a large value forces a rut)

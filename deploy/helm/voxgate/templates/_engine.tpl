@@ -15,9 +15,9 @@ args:
   - {{ .socket | quote }}
   - --max-sessions
   - {{ $preset.maxSessions | quote }}
-  {{- with $preset.engineOptions }}
-  - --engine-options
-  - {{ toJson . | quote }}
+  {{- range $key, $value := $preset.engineOptions }}
+  - --engine-option
+  - {{ printf "%s=%s" $key (toJson $value) | quote }}
   {{- end }}
   {{- range $.Values.engine.extraArgs }}
   - {{ . | quote }}

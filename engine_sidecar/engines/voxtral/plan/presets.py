@@ -1,11 +1,11 @@
-"""The planner's view of the engine presets: the preset table (engine_api.presets, shared with the service)
+"""The planner's view of the engine presets: the preset table (../presets.py, which the engine expands)
 and the window topologies `voxgate plan` compares."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine_api.presets import PRESET_16GB, PRESET_DATACENTER, PRESETS, EnginePreset, get_preset
+from engine_sidecar.engines.voxtral.presets import PRESET_16GB, PRESET_DATACENTER, PRESETS, EnginePreset, get_preset
 
 __all__ = [
     "PRESETS",

@@ -1,7 +1,7 @@
 """Named vLLM engine presets for Voxtral realtime: `16gb` and `datacenter`.
 
-Part of the contract: `voxgate serve --preset` turns a preset into the sidecar's engine options and
-environment (service/engine_flags.py), and `voxgate plan` sizes it (engine_sidecar/engines/voxtral/plan).
+`--preset NAME` (on `voxgate serve`, which passes it on, and on the sidecar) expands into the engine's options
+and environment inside the sidecar (flags.py), and `voxgate plan` sizes it (plan/).
 
 A preset is the whole set of engine settings that matter for realtime serving; `engine_kwargs()` is what
 goes into vLLM's engine args, `vllm_flags()` the same as `vllm serve` flags, `serve_flags()` the
