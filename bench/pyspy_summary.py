@@ -28,8 +28,13 @@ _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
 # Innermost frames that are a thread waiting (py-spy's idle detection misses these here): an event loop's
 # selector, an idle thread-pool worker (concurrent.futures' queue get), pyzmq's garbage-collector thread, and
 # Thread.run with nothing Python below it (a C-level wait or C work: not attributable without --native).
-WAITS = ("EpollSelector.select", "_PollLikeSelector.select", "_worker (/concurrent/futures/thread.py)",
-         "GarbageCollectorThread.run", "Thread.run (/threading.py")
+WAITS = (
+    "EpollSelector.select",
+    "_PollLikeSelector.select",
+    "_worker (/concurrent/futures/thread.py)",
+    "GarbageCollectorThread.run",
+    "Thread.run (/threading.py",
+)
 
 SELF = (  # first match on the innermost frame's file
     ("tokenizer (tiktoken / mistral_common, called by vLLM)", ("/tiktoken/", "/mistral_common/")),
@@ -44,9 +49,17 @@ SELF = (  # first match on the innermost frame's file
 INCLUSIVE = (  # (label, any of these substrings in a frame's "func (file)")
     ("vLLM OutputProcessor.process_outputs (detokenize, RequestOutput)", ("output_processor.py",)),
     ("vLLM AsyncLLM output handler (pulls outputs from the core)", ("output_handler",)),
-    ("vLLM input processing (InputProcessor / processor, multimodal)",
-     ("input_processor.py", "v1/engine/processor.py", "multimodal/", "inputs/preprocess", "/renderers/",
-      "transformers_utils/processors")),
+    (
+        "vLLM input processing (InputProcessor / processor, multimodal)",
+        (
+            "input_processor.py",
+            "v1/engine/processor.py",
+            "multimodal/",
+            "inputs/preprocess",
+            "/renderers/",
+            "transformers_utils/processors",
+        ),
+    ),
     ("vLLM AsyncLLM.generate / add_request", ("async_llm.py",)),
     ("vLLM engine-core client (ZMQ send/recv)", ("core_client.py",)),
     ("voxgate engine wrapper (engine_sidecar/)", ("engine_sidecar/",)),
@@ -56,16 +69,28 @@ INCLUSIVE = (  # (label, any of these substrings in a frame's "func (file)")
 
 
 EXCLUSIVE = (  # each busy sample to the first of these its stack matches: a split that adds up to 100 %
-    ("vLLM input processing per audio chunk (renderer, multimodal processor, tokenizer, its thread pool)",
-     ("/renderers/", "input_processor.py", "v1/engine/processor.py", "/multimodal/", "transformers_utils/processors",
-      "/tiktoken/", "/mistral_common/", "/transformers/")),
+    (
+        "vLLM input processing per audio chunk (renderer, multimodal processor, tokenizer, its thread pool)",
+        (
+            "/renderers/",
+            "input_processor.py",
+            "v1/engine/processor.py",
+            "/multimodal/",
+            "transformers_utils/processors",
+            "/tiktoken/",
+            "/mistral_common/",
+            "/transformers/",
+        ),
+    ),
     ("vLLM output path (output handler, OutputProcessor, detokenize)", ("output_processor.py", "output_handler")),
     ("vLLM engine-core IPC (ZMQ, msgpack)", ("core_client.py", "/zmq/", "serial_utils.py", "/msgspec/")),
     ("vLLM, other (AsyncLLM, metrics, realtime buffer)", ("/vllm/",)),
     ("voxgate (engine_sidecar, engine_api)", ("/engine_sidecar/", "/engine_api/")),
     ("gRPC (Python part)", ("/grpc/",)),
-    ("event loop with no Python below (asyncio itself + gRPC's Cython callbacks, not separable without --native)",
-     ("/asyncio/", "/selectors.py")),
+    (
+        "event loop with no Python below (asyncio itself + gRPC's Cython callbacks, not separable without --native)",
+        ("/asyncio/", "/selectors.py"),
+    ),
 )
 
 
@@ -100,24 +125,35 @@ def summarize(path: Path) -> dict[str, object]:
         own[next((label for label, keys in SELF if any(k in leaf for k in keys)), "other")] += count
         # only what the event loop runs: the main thread's root frames (engine_sidecar's main, the loop) are
         # every sample's; vLLM anywhere in what runs wins over voxgate calling it (voxgate calling vLLM is vLLM's)
-        loop_at = max((i for i, t in enumerate(text) if t.startswith(("Handle._run ", "BaseEventLoop._run_once "))),
-                      default=-1)
-        ran = text[loop_at + 1:]
-        excl[next((label for label, keys in EXCLUSIVE if any(k in t for t in ran for k in keys)),
-                  "event loop with no Python below (asyncio itself + gRPC's Cython callbacks, not separable "
-                  "without --native)" if not ran else "other")] += count
+        loop_at = max(
+            (i for i, t in enumerate(text) if t.startswith(("Handle._run ", "BaseEventLoop._run_once "))), default=-1
+        )
+        ran = text[loop_at + 1 :]
+        excl[
+            next(
+                (label for label, keys in EXCLUSIVE if any(k in t for t in ran for k in keys)),
+                "event loop with no Python below (asyncio itself + gRPC's Cython callbacks, not separable "
+                "without --native)"
+                if not ran
+                else "other",
+            )
+        ] += count
         for label, keys in INCLUSIVE:
             if any(k in t for t in text for k in keys):
                 incl[label] += count
         if frames:
             leaves[f"{frames[-1][0]} ({frames[-1][1].split('site-packages/')[-1]})"] += count
     busy = max(total - waiting, 1)
-    return {"samples": total, "waiting_samples": waiting, "busy_samples": total - waiting,
-            "note": "percentages are of the busy samples (waits excluded)",
-            "exclusive_pct": {k: round(100 * v / busy, 1) for k, v in excl.most_common()},
-            "self_pct": {k: round(100 * v / busy, 1) for k, v in own.most_common()},
-            "inclusive_pct": {k: round(100 * incl[k] / busy, 1) for k, _ in INCLUSIVE},
-            "top_leaves_pct": {k: round(100 * v / busy, 1) for k, v in leaves.most_common(15)}}
+    return {
+        "samples": total,
+        "waiting_samples": waiting,
+        "busy_samples": total - waiting,
+        "note": "percentages are of the busy samples (waits excluded)",
+        "exclusive_pct": {k: round(100 * v / busy, 1) for k, v in excl.most_common()},
+        "self_pct": {k: round(100 * v / busy, 1) for k, v in own.most_common()},
+        "inclusive_pct": {k: round(100 * incl[k] / busy, 1) for k, _ in INCLUSIVE},
+        "top_leaves_pct": {k: round(100 * v / busy, 1) for k, v in leaves.most_common(15)},
+    }
 
 
 def main() -> int:

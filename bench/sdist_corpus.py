@@ -25,8 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = "pocketsphinx-5.1.1/test/data/"
-LISTS = {"cards/cards.transcription": ("cards/{}.wav", {"005"}),
-         "librivox/transcription": ("librivox/{}.wav", {"sense_and_sensibility_01_austen_64kb-0920"})}
+LISTS = {
+    "cards/cards.transcription": ("cards/{}.wav", {"005"}),
+    "librivox/transcription": ("librivox/{}.wav", {"sense_and_sensibility_01_austen_64kb-0920"}),
+}
 
 
 def build(sdist: Path, out: Path) -> list[dict[str, str]]:

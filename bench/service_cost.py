@@ -106,11 +106,22 @@ class Load:
     def __init__(self, n: int, frame_ms: int, interim: bool, duration_s: float) -> None:
         self.n, self.frame_ms, self.duration_s = n, frame_ms, duration_s
         loop = load_loop()
-        self.config = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            encoding=pb.AUDIO_ENCODING_LINEAR16, sample_rate_hz=SAMPLE_RATE, audio_channel_count=1,
-            language_code="en-US", interim_results=interim)).SerializeToString()
-        self.audio = [[pb.StreamingRecognizeRequest(audio=f).SerializeToString()
-                       for f in frames(loop, i * 7919, duration_s, frame_ms)] for i in range(n)]
+        self.config = pb.StreamingRecognizeRequest(
+            config=pb.StreamingConfig(
+                encoding=pb.AUDIO_ENCODING_LINEAR16,
+                sample_rate_hz=SAMPLE_RATE,
+                audio_channel_count=1,
+                language_code="en-US",
+                interim_results=interim,
+            )
+        ).SerializeToString()
+        self.audio = [
+            [
+                pb.StreamingRecognizeRequest(audio=f).SerializeToString()
+                for f in frames(loop, i * 7919, duration_s, frame_ms)
+            ]
+            for i in range(n)
+        ]
         self.sent = 0
         self.responses = 0
         self.errors = 0
@@ -145,8 +156,7 @@ class Load:
         async with grpc.aio.insecure_channel(target) as channel:
             t0 = time.monotonic() + 0.2
             spread = self.frame_ms / 1000  # starts at different phases within one frame
-            tasks = [asyncio.create_task(self._session(channel, i, t0 + spread * i / self.n))
-                     for i in range(self.n)]
+            tasks = [asyncio.create_task(self._session(channel, i, t0 + spread * i / self.n)) for i in range(self.n)]
             await asyncio.sleep(t0 + warm_s - time.monotonic())
             w0, m0, (s0, c0, b0) = time.monotonic(), self.sent, _cpu(server_pid)
             await asyncio.sleep(self.duration_s - warm_s - 1.0)  # stop before the sessions end
@@ -162,8 +172,9 @@ def floor_server(flavour: str) -> None:
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     handlers = {"aio": _aio_reader, "sync": _sync_reader}
-    generic = grpc.method_handlers_generic_handler("voxgate.v1.Speech", {
-        "StreamingRecognize": grpc.stream_unary_rpc_method_handler(handlers[flavour])})
+    generic = grpc.method_handlers_generic_handler(
+        "voxgate.v1.Speech", {"StreamingRecognize": grpc.stream_unary_rpc_method_handler(handlers[flavour])}
+    )
     if flavour == "sync":
         from concurrent.futures import ThreadPoolExecutor
 
@@ -208,9 +219,26 @@ async def one_run(tree: Path, mode: str, n: int, duration_s: float, warm_s: floa
     frame_ms, interim = MODES[mode]
     script = write_fake_script(tmp / "fake-script.json", duration_s + 5)
     log = tmp / f"serve-{tree.name}-{mode}.log"
-    cmd = ["env", "-C", str(tree), f"PYTHONPATH={tree}:{tree / 'clients' / 'python'}", sys.executable, "-m",
-           "service", "serve", "--port", "0", "--engine", "fake", "--model", str(script),
-           "--max-sessions", str(n + 8), "--idle-timeout-s", "120"]  # env -C: `-m service` imports from cwd
+    cmd = [
+        "env",
+        "-C",
+        str(tree),
+        f"PYTHONPATH={tree}:{tree / 'clients' / 'python'}",
+        sys.executable,
+        "-m",
+        "service",
+        "serve",
+        "--port",
+        "0",
+        "--engine",
+        "fake",
+        "--model",
+        str(script),
+        "--max-sessions",
+        str(n + 8),
+        "--idle-timeout-s",
+        "120",
+    ]  # env -C: `-m service` imports from cwd
     if tree.name in FLOORS:
         cmd = [sys.executable, str(SELF), "--serve-floor", FLOORS[tree.name]]
     server = ServerProc(cmd=cmd, log_path=log)
@@ -221,15 +249,28 @@ async def one_run(tree: Path, mode: str, n: int, duration_s: float, warm_s: floa
         window, msgs, svc, side, bench = await load.run(server.target, server.pid, warm_s)
     finally:
         await server.stop()
-    return Run(str(tree), mode, n, round(window, 3), msgs, load.responses, round(svc, 3), round(side, 3),
-               round(bench, 3), round(load.slip_max * 1000, 1), load.errors)
+    return Run(
+        str(tree),
+        mode,
+        n,
+        round(window, 3),
+        msgs,
+        load.responses,
+        round(svc, 3),
+        round(side, 3),
+        round(bench, 3),
+        round(load.slip_max * 1000, 1),
+        load.errors,
+    )
 
 
 def _line(r: Run) -> str:
-    return (f"{r.tree:<24} {r.mode:>4} N={r.sessions:<3} {r.us_per_msg:7.1f} us/msg  {r.mc_per_stream:6.2f} "
-            f"mc/stream  sidecar {r.sidecar_mc_per_stream:5.2f} mc/stream  bench {r.bench_us_per_msg:5.1f} us/msg  "
-            f"msgs {r.messages}  responses "
-            f"{r.responses}  slip max {r.slip_max_ms:.0f} ms  errors {r.errors}")
+    return (
+        f"{r.tree:<24} {r.mode:>4} N={r.sessions:<3} {r.us_per_msg:7.1f} us/msg  {r.mc_per_stream:6.2f} "
+        f"mc/stream  sidecar {r.sidecar_mc_per_stream:5.2f} mc/stream  bench {r.bench_us_per_msg:5.1f} us/msg  "
+        f"msgs {r.messages}  responses "
+        f"{r.responses}  slip max {r.slip_max_ms:.0f} ms  errors {r.errors}"
+    )
 
 
 async def main(args: argparse.Namespace, trees: list[Path]) -> dict[str, object]:
@@ -245,17 +286,35 @@ async def main(args: argparse.Namespace, trees: list[Path]) -> dict[str, object]
     for mode in args.modes.split(","):
         for tree in trees:
             rs = [r for r in runs if r.mode == mode and r.tree == str(tree)]
-            summary.append({"tree": str(tree), "mode": mode,
-                            "us_per_msg": round(statistics.mean(r.us_per_msg for r in rs), 1),
-                            "mc_per_stream": round(statistics.mean(r.mc_per_stream for r in rs), 2),
-                            "sidecar_mc_per_stream": round(statistics.mean(r.sidecar_mc_per_stream for r in rs), 2),
-                            "runs": len(rs)})
-    return {"date": dt.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
-            "machine": describe(), "sessions": args.sessions, "duration_s": args.duration, "warm_s": args.warm,
-            "summary": summary,
-            "runs": [asdict(r) | {"us_per_msg": round(r.us_per_msg, 1), "mc_per_stream": round(r.mc_per_stream, 2),
-                                  "sidecar_mc_per_stream": round(r.sidecar_mc_per_stream, 2),
-                                  "bench_us_per_msg": round(r.bench_us_per_msg, 1)} for r in runs]}
+            summary.append(
+                {
+                    "tree": str(tree),
+                    "mode": mode,
+                    "us_per_msg": round(statistics.mean(r.us_per_msg for r in rs), 1),
+                    "mc_per_stream": round(statistics.mean(r.mc_per_stream for r in rs), 2),
+                    "sidecar_mc_per_stream": round(statistics.mean(r.sidecar_mc_per_stream for r in rs), 2),
+                    "runs": len(rs),
+                }
+            )
+    return {
+        "date": dt.datetime.now().isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "machine": describe(),
+        "sessions": args.sessions,
+        "duration_s": args.duration,
+        "warm_s": args.warm,
+        "summary": summary,
+        "runs": [
+            asdict(r)
+            | {
+                "us_per_msg": round(r.us_per_msg, 1),
+                "mc_per_stream": round(r.mc_per_stream, 2),
+                "sidecar_mc_per_stream": round(r.sidecar_mc_per_stream, 2),
+                "bench_us_per_msg": round(r.bench_us_per_msg, 1),
+            }
+            for r in runs
+        ],
+    }
 
 
 # Where the service's main thread goes, from `py-spy record -f raw`: the first rule whose frame is anywhere on a
@@ -286,34 +345,54 @@ def split(profile: Path) -> str:
         name = next((b for b, frame in SPLIT if frame in stack), "event loop, grpc.aio callbacks (Cython), other")
         counts[name] = counts.get(name, 0) + int(n)
     rows = [f"| {k} | {v * 100 / max(busy, 1):.0f} % |" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])]
-    return "\n".join([f"main thread: {busy} busy samples ({parked} in the selector left out)", "| where | share |",
-                      "|---|---|", *rows])
+    return "\n".join(
+        [
+            f"main thread: {busy} busy samples ({parked} in the selector left out)",
+            "| where | share |",
+            "|---|---|",
+            *rows,
+        ]
+    )
 
 
 def table(report: dict[str, object]) -> str:
     rows = report["summary"]
     assert isinstance(rows, list)
-    out = ["| tree | mode | service µs / message | service mc / stream | sidecar mc / stream | runs |",
-           "|---|---|---|---|---|---|"]
-    out += [f"| {r['tree']} | {r['mode']} | {r['us_per_msg']} | {r['mc_per_stream']} | "
-            f"{r['sidecar_mc_per_stream']} | {r['runs']} |" for r in rows]
+    out = [
+        "| tree | mode | service µs / message | service mc / stream | sidecar mc / stream | runs |",
+        "|---|---|---|---|---|---|",
+    ]
+    out += [
+        f"| {r['tree']} | {r['mode']} | {r['us_per_msg']} | {r['mc_per_stream']} | "
+        f"{r['sidecar_mc_per_stream']} | {r['runs']} |"
+        for r in rows
+    ]
     return "\n".join(out)
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tree", default=str(ROOT), help="source tree to serve from (default: this repository)")
-    p.add_argument("--trees", default="", help=f"two trees, comma-separated: runs A B B A per mode (more: each "
-                   f"once); {' or '.join(map(repr, FLOORS))} as a tree: a bare grpc.aio or sync gRPC server that "
-                   f"only reads the requests")
+    p.add_argument(
+        "--trees",
+        default="",
+        help=f"two trees, comma-separated: runs A B B A per mode (more: each "
+        f"once); {' or '.join(map(repr, FLOORS))} as a tree: a bare grpc.aio or sync gRPC server that "
+        f"only reads the requests",
+    )
     p.add_argument("--modes", default="20,80i", help="20 (20 ms frames), 80i (80 ms frames, interim results)")
     p.add_argument("-n", "--sessions", type=int, default=20)
     p.add_argument("--duration", type=float, default=15.0, help="seconds of audio per session")
     p.add_argument("--warm", type=float, default=3.0, help="seconds before the measurement window opens")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--serve-floor", choices=sorted(set(FLOORS.values())), help=argparse.SUPPRESS)
-    p.add_argument("--split", type=Path, default=None, metavar="PROFILE",
-                   help="print where the service's main thread went in a `py-spy record -f raw` profile; no run")
+    p.add_argument(
+        "--split",
+        type=Path,
+        default=None,
+        metavar="PROFILE",
+        help="print where the service's main thread went in a `py-spy record -f raw` profile; no run",
+    )
     a = p.parse_args()
     if a.split:
         print(split(a.split))

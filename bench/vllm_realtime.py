@@ -49,8 +49,9 @@ def geometry(model_dir: str) -> StreamGeometry:
     return geometry_from_tokenizer(SimpleNamespace(instruct=tok.instruct_tokenizer))
 
 
-async def realtime_session(url: str, model: str, send_audio: Callable[[Send], Awaitable[None]],
-                           on_token: Callable[[int, str, float], None]) -> float:
+async def realtime_session(
+    url: str, model: str, send_audio: Callable[[Send], Awaitable[None]], on_token: Callable[[int, str, float], None]
+) -> float:
     """One connection of vLLM 0.32.0's realtime protocol. `send_audio(send)` sends the audio (calling
     `send(pcm)` per chunk, paced as it likes); every transcription.delta is `on_token(k, text, arrival)`
     for the k-th token (blank ones with ""). Returns when transcription.done arrived; raises on an error."""
@@ -87,8 +88,16 @@ async def realtime_session(url: str, model: str, send_audio: Callable[[Send], Aw
                 reader.cancel()
 
 
-async def session(url: str, model: str, geo: StreamGeometry, trace: SessionTrace, chunks: list[bytes],
-                  t0: float, frame_ms: int, tokens: list[float] | None = None) -> None:
+async def session(
+    url: str,
+    model: str,
+    geo: StreamGeometry,
+    trace: SessionTrace,
+    chunks: list[bytes],
+    t0: float,
+    frame_ms: int,
+    tokens: list[float] | None = None,
+) -> None:
     """One session paced in real time: a non-empty delta is an interim result ending where the stream geometry
     says its token's audio ends; `tokens` (when given) gets every token's arrival, blank ones too."""
     audio_ms = len(chunks) * frame_ms
@@ -112,8 +121,10 @@ async def session(url: str, model: str, geo: StreamGeometry, trace: SessionTrace
 async def level(args: argparse.Namespace, geo: StreamGeometry, n: int) -> dict[str, Any]:
     loop = load_loop()
     th = Thresholds(1.0, 2.0, 0.5)
-    traces = [SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 3), frame_ms=args.frame_ms)
-              for i in range(n)]
+    traces = [
+        SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 3), frame_ms=args.frame_ms)
+        for i in range(n)
+    ]
     start = time.monotonic() + 0.3
 
     async def one(t: SessionTrace) -> None:
@@ -121,8 +132,10 @@ async def level(args: argparse.Namespace, geo: StreamGeometry, n: int) -> dict[s
         t0 = start + t.index * 2.0 / n
         await asyncio.sleep(max(0.0, t0 - time.monotonic()))
         try:
-            await asyncio.wait_for(session(args.url, args.served_model or args.model, geo, t, chunks, t0,
-                                           args.frame_ms), args.duration + 60)
+            await asyncio.wait_for(
+                session(args.url, args.served_model or args.model, geo, t, chunks, t0, args.frame_ms),
+                args.duration + 60,
+            )
         except Exception as exc:
             t.error = t.error or f"{type(exc).__name__}: {str(exc)[:160]}"
 
@@ -131,16 +144,29 @@ async def level(args: argparse.Namespace, geo: StreamGeometry, n: int) -> dict[s
     lats = [lat for t in traces for _, lat in t.latencies()]
     finals = [s.final_s for s in sessions if s.final_s is not None]
     if args.rule == "final":  # no lag rule: see --rule
-        kept = sum(not s.error and s.final_s is not None and s.final_s <= th.final_s and s.slip_max_s <= th.slip_s
-                   and (s.wall_over_audio or 9) <= 1.05 for s in sessions)
+        kept = sum(
+            not s.error
+            and s.final_s is not None
+            and s.final_s <= th.final_s
+            and s.slip_max_s <= th.slip_s
+            and (s.wall_over_audio or 9) <= 1.05
+            for s in sessions
+        )
     else:
         kept = sum(s.keeps_up for s in sessions)
-    return {"n": n, "held": kept == n, "sessions_kept_up": kept,
-            "latency_p50_s": pct(lats, 50), "latency_p95_s": pct(lats, 95), "latency_p99_s": pct(lats, 99),
-            "final_p50_s": pct(finals, 50), "final_max_s": max(finals, default=None),
-            "first_result_p50_s": pct([s.first_result_s for s in sessions if s.first_result_s is not None], 50),
-            "wall_over_audio_max": max((s.wall_over_audio for s in sessions if s.wall_over_audio), default=None),
-            "errors": sorted({s.error for s in sessions if s.error})}
+    return {
+        "n": n,
+        "held": kept == n,
+        "sessions_kept_up": kept,
+        "latency_p50_s": pct(lats, 50),
+        "latency_p95_s": pct(lats, 95),
+        "latency_p99_s": pct(lats, 99),
+        "final_p50_s": pct(finals, 50),
+        "final_max_s": max(finals, default=None),
+        "first_result_p50_s": pct([s.first_result_s for s in sessions if s.first_result_s is not None], 50),
+        "wall_over_audio_max": max((s.wall_over_audio for s in sessions if s.wall_over_audio), default=None),
+        "errors": sorted({s.error for s in sessions if s.error}),
+    }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -156,9 +182,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 break
         else:
             break
-    return {"url": args.url, "model": args.model, "rule": args.rule, "frame_ms": args.frame_ms,
-            "duration_s": args.duration, "max_sessions_held": max((r["n"] for r in out if r["held"]), default=0),
-            "levels": out}
+    return {
+        "url": args.url,
+        "model": args.model,
+        "rule": args.rule,
+        "frame_ms": args.frame_ms,
+        "duration_s": args.duration,
+        "max_sessions_held": max((r["n"] for r in out if r["held"]), default=0),
+        "levels": out,
+    }
 
 
 def main() -> int:
@@ -169,10 +201,14 @@ def main() -> int:
     p.add_argument("--sweep", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 6, 8])
     p.add_argument("--duration", type=float, default=20.0)
     p.add_argument("--frame-ms", type=int, default=80)
-    p.add_argument("--rule", choices=("final", "lag"), default="final",
-                   help="keep-up rule: final (end of audio -> done <= 2 s, wall/audio <= 1.05, slip <= 0.5 s; "
-                        "default) or lag (also lag p95 <= 1 s; with the tiny random checkpoint the server's first "
-                        "non-empty delta comes seconds late, see docs/benchmarks.md)")
+    p.add_argument(
+        "--rule",
+        choices=("final", "lag"),
+        default="final",
+        help="keep-up rule: final (end of audio -> done <= 2 s, wall/audio <= 1.05, slip <= 0.5 s; "
+        "default) or lag (also lag p95 <= 1 s; with the tiny random checkpoint the server's first "
+        "non-empty delta comes seconds late, see docs/benchmarks.md)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vllm-realtime.json")
     args = p.parse_args()
     report = asyncio.run(main_async(args))

@@ -131,7 +131,7 @@ def sphinx_final(pcm16: bytes) -> str:
     decoder = Decoder(samprate=SAMPLE_RATE_HZ, loglevel="FATAL")
     decoder.start_utt()
     for i in range(0, len(pcm16), ENGINE_CHUNK_BYTES):
-        decoder.process_raw(pcm16[i:i + ENGINE_CHUNK_BYTES], False, False)
+        decoder.process_raw(pcm16[i : i + ENGINE_CHUNK_BYTES], False, False)
     decoder.end_utt()
     hyp = decoder.hyp()
     return hyp.hypstr if hyp is not None else ""
@@ -139,7 +139,7 @@ def sphinx_final(pcm16: bytes) -> str:
 
 def _messages(data: bytes, size: int) -> Iterator[bytes]:
     for i in range(0, len(data), size):
-        yield data[i:i + size]
+        yield data[i : i + size]
 
 
 def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int) -> str:
@@ -147,8 +147,9 @@ def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int) -> s
     kind = Encoding(encoding)
     rate = RATE_HZ[kind]
     size = rate * chunk_ms // 1000 * kind.bytes_per_sample
-    config = StreamConfig(encoding=encoding, sample_rate_hz=rate, interim_results=True,
-                          endpointing_silence_ms=ONE_UTTERANCE_SILENCE_MS)
+    config = StreamConfig(
+        encoding=encoding, sample_rate_hz=rate, interim_results=True, endpointing_silence_ms=ONE_UTTERANCE_SILENCE_MS
+    )
     finals = []
     with SpeechClient(target) as client:
         for response in client.stream(config, _messages(data, size), pace=None):
@@ -157,14 +158,16 @@ def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int) -> s
     return " ".join(t.strip() for t in finals if t.strip())
 
 
-def measure(target: str, clips: Sequence[Clip], encodings: Sequence[str], chunks: Sequence[int]
-            ) -> tuple[list[Row], list[dict[str, object]]]:
+def measure(
+    target: str, clips: Sequence[Clip], encodings: Sequence[str], chunks: Sequence[int]
+) -> tuple[list[Row], list[dict[str, object]]]:
     """Every clip in every encoding: direct, and through voxgate at every message size."""
     return measure_conditions(target, {(e, c): list(clips) for e in encodings for c in chunks})
 
 
-def rotation(clips: Sequence[Clip], encodings: Sequence[str] = ENCODINGS,
-             chunks: Sequence[int] = CHUNK_MS) -> dict[tuple[str, int], list[Clip]]:
+def rotation(
+    clips: Sequence[Clip], encodings: Sequence[str] = ENCODINGS, chunks: Sequence[int] = CHUNK_MS
+) -> dict[tuple[str, int], list[Clip]]:
     """Each clip in one (encoding, message size), taken in turn: every condition, every clip, 1/9 the cost."""
     conditions = [(e, c) for e in encodings for c in chunks]
     assigned: dict[tuple[str, int], list[Clip]] = {cond: [] for cond in conditions}
@@ -173,21 +176,27 @@ def rotation(clips: Sequence[Clip], encodings: Sequence[str] = ENCODINGS,
     return assigned
 
 
-def measure_conditions(target: str, conditions: dict[tuple[str, int], list[Clip]]
-                       ) -> tuple[list[Row], list[dict[str, object]]]:
+def measure_conditions(
+    target: str, conditions: dict[tuple[str, int], list[Clip]]
+) -> tuple[list[Row], list[dict[str, object]]]:
     """For each (encoding, message size) its clips direct and through voxgate: one direct row per encoding
     (over the clips of its conditions) when every condition of an encoding has the same clips, else one per
     condition (chunk_ms negative: the direct side of that message size)."""
     encodings = list(dict.fromkeys(e for e, _ in conditions))
-    shared = {e: len({tuple(c.file for c in clips) for (e2, _), clips in conditions.items() if e2 == e}) == 1
-              for e in encodings}
+    shared = {
+        e: len({tuple(c.file for c in clips) for (e2, _), clips in conditions.items() if e2 == e}) == 1
+        for e in encodings
+    }
     audio: dict[tuple[str, str], bytes] = {}
     for (encoding, _), clips in conditions.items():
         for clip in clips:
             audio.setdefault((clip.file, encoding), client_audio(clip.pcm16k, encoding)[0])
     with ThreadPoolExecutor(1) as pool:  # the server decodes these while this process decodes the direct side
-        through = {(clip.file, e, c): pool.submit(through_voxgate, target, audio[clip.file, e], e, c)
-                   for (e, c), clips in conditions.items() for clip in clips}
+        through = {
+            (clip.file, e, c): pool.submit(through_voxgate, target, audio[clip.file, e], e, c)
+            for (e, c), clips in conditions.items()
+            for clip in clips
+        }
         direct = {key: sphinx_final(engine_samples(data, key[1])) for key, data in audio.items()}
         texts_through = {key: future.result() for key, future in through.items()}
     rows: list[Row] = []
@@ -198,21 +207,41 @@ def measure_conditions(target: str, conditions: dict[tuple[str, int], list[Clip]
         for chunk_ms, clips in [*direct_rows, *conds]:
             d = [direct[c.file, encoding] for c in clips]
             t = d if chunk_ms <= 0 else [texts_through[c.file, encoding, chunk_ms] for c in clips]
-            rows.append(Row(encoding, chunk_ms, sum(len(normalize(c.text)) for c in clips),
-                            sum(word_errors(c.text, h) for c, h in zip(clips, t, strict=True)),
-                            sum(normalize(a) == normalize(b) for a, b in zip(t, d, strict=True)), len(clips)))
+            rows.append(
+                Row(
+                    encoding,
+                    chunk_ms,
+                    sum(len(normalize(c.text)) for c in clips),
+                    sum(word_errors(c.text, h) for c, h in zip(clips, t, strict=True)),
+                    sum(normalize(a) == normalize(b) for a, b in zip(t, d, strict=True)),
+                    len(clips),
+                )
+            )
             if chunk_ms > 0:
-                texts += [{"file": c.file, "encoding": encoding, "chunk_ms": chunk_ms, "reference": c.text,
-                           "direct": a, "through": b} for c, a, b in zip(clips, d, t, strict=True)]
+                texts += [
+                    {
+                        "file": c.file,
+                        "encoding": encoding,
+                        "chunk_ms": chunk_ms,
+                        "reference": c.text,
+                        "direct": a,
+                        "through": b,
+                    }
+                    for c, a, b in zip(clips, d, t, strict=True)
+                ]
     return rows, texts
 
 
 def table(rows: Sequence[Row]) -> str:
     lines = ["| client audio | path | words | WER | finals identical to direct |", "|---|---|---|---|---|"]
     for r in rows:
-        path = ("direct (engine alone)" if r.chunk_ms == 0
-                else f"direct, the clips of {-r.chunk_ms} ms" if r.chunk_ms < 0
-                else f"through voxgate, {r.chunk_ms} ms messages")
+        path = (
+            "direct (engine alone)"
+            if r.chunk_ms == 0
+            else f"direct, the clips of {-r.chunk_ms} ms"
+            if r.chunk_ms < 0
+            else f"through voxgate, {r.chunk_ms} ms messages"
+        )
         kind = Encoding(r.encoding)
         label = f"{RATE_HZ[kind] // 1000} kHz {kind.name}"
         lines.append(f"| {label} | {path} | {r.words} | {r.wer:.3f} | {r.identical}/{r.clips} |")
@@ -225,8 +254,12 @@ def excesses(rows: Sequence[Row]) -> list[str]:
 
     def base(r: Row) -> float:
         return direct.get((r.encoding, r.chunk_ms), direct.get((r.encoding, 0), 0.0))
-    return [f"{r.encoding} {r.chunk_ms} ms: {r.wer:.3f} > {base(r):.3f} + {MAX_EXCESS}"
-            for r in rows if r.chunk_ms > 0 and r.wer > base(r) + MAX_EXCESS]
+
+    return [
+        f"{r.encoding} {r.chunk_ms} ms: {r.wer:.3f} > {base(r):.3f} + {MAX_EXCESS}"
+        for r in rows
+        if r.chunk_ms > 0 and r.wer > base(r) + MAX_EXCESS
+    ]
 
 
 def watchdog_args(seconds: float = WATCHDOG_S) -> list[str]:
@@ -235,9 +268,13 @@ def watchdog_args(seconds: float = WATCHDOG_S) -> list[str]:
 
 
 def start_sphinx_server(watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "sphinx",
-                             *watchdog_args(watchdog_s)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "sphinx", *watchdog_args(watchdog_s)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     match = re.search(r"listening on (\S+)", proc.stdout.readline())
     if not match:
@@ -248,8 +285,10 @@ def start_sphinx_server(watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Pope
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if health.Check(health_pb2.HealthCheckRequest(service="voxgate.v1.Speech"), timeout=5).status == \
-                    health_pb2.HealthCheckResponse.SERVING:
+            if (
+                health.Check(health_pb2.HealthCheckRequest(service="voxgate.v1.Speech"), timeout=5).status
+                == health_pb2.HealthCheckResponse.SERVING
+            ):
                 return proc, target
         except grpc.RpcError:
             pass
@@ -261,14 +300,26 @@ def start_sphinx_server(watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Pope
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--server", help="a running voxgate server with the sphinx engine (default: start one)")
-    parser.add_argument("--corpus", type=Path, nargs="+", default=[FIXTURES, WER_CORPUS],
-                        help="folders with a manifest.json (default: the fixtures and tests/fixtures/wer_corpus)")
-    parser.add_argument("--rotate", action="store_true",
-                        help="each clip in one (encoding, message size) in turn instead of all of them (CI's check)")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        nargs="+",
+        default=[FIXTURES, WER_CORPUS],
+        help="folders with a manifest.json (default: the fixtures and tests/fixtures/wer_corpus)",
+    )
+    parser.add_argument(
+        "--rotate",
+        action="store_true",
+        help="each clip in one (encoding, message size) in turn instead of all of them (CI's check)",
+    )
     parser.add_argument("--encodings", default=",".join(ENCODINGS))
     parser.add_argument("--chunks", default=",".join(map(str, CHUNK_MS)), help="client message sizes, ms")
-    parser.add_argument("--watchdog-s", type=float, default=WATCHDOG_S,
-                        help="final-flush and freeze timeouts of the server it starts (0: the server's defaults)")
+    parser.add_argument(
+        "--watchdog-s",
+        type=float,
+        default=WATCHDOG_S,
+        help="final-flush and freeze timeouts of the server it starts (0: the server's defaults)",
+    )
     parser.add_argument("--check", action="store_true", help=f"exit 1 if through > direct + {MAX_EXCESS}")
     parser.add_argument("--out", type=Path, help="JSON report (default: none)")
     args = parser.parse_args(argv)
@@ -276,8 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     encodings, chunks = args.encodings.split(","), [int(c) for c in args.chunks.split(",")]
     proc, target = (None, args.server) if args.server else start_sphinx_server(args.watchdog_s)
     try:
-        rows, texts = (measure_conditions(target, rotation(clips, encodings, chunks)) if args.rotate
-                       else measure(target, clips, encodings, chunks))
+        rows, texts = (
+            measure_conditions(target, rotation(clips, encodings, chunks))
+            if args.rotate
+            else measure(target, clips, encodings, chunks)
+        )
     finally:
         if proc is not None:
             proc.terminate()
@@ -286,9 +340,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(clips)} clips, {sum(len(normalize(c.text)) for c in clips)} reference words ({corpus})")
     print(table(rows))
     if args.out:
-        args.out.write_text(json.dumps({"corpus": corpus, "clips": len(clips), "rotate": args.rotate,
-                                        "rows": [{**asdict(r), "wer": r.wer} for r in rows], "texts": texts},
-                                       indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "corpus": corpus,
+                    "clips": len(clips),
+                    "rotate": args.rotate,
+                    "rows": [{**asdict(r), "wer": r.wer} for r in rows],
+                    "texts": texts,
+                },
+                indent=1,
+            )
+        )
     failed = excesses(rows)
     for line in failed:
         print("through voxgate is worse than the engine alone:", line, file=sys.stderr)

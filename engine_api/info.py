@@ -61,11 +61,15 @@ class PositionRuntime:
 
     def describe(self) -> str:
         """One line: 'runner X, async scheduling off, kv cache dtype auto; group 0 (decoder, block 128, ...'."""
-        head = (f"runner {self.model_runner}, async scheduling {'on' if self.async_scheduling else 'off'}, "
-                f"kv cache dtype {self.kv_cache_dtype}")
-        groups = [f"group {i} ({g.kind or '?'}, block {g.block_size}, window {g.window}): "
-                  f"{g.attention_backend or '?'}, {g.dtype or '?'}, keys {g.key_layout or 'not probed'}"
-                  for i, g in enumerate(self.kv_groups)]
+        head = (
+            f"runner {self.model_runner}, async scheduling {'on' if self.async_scheduling else 'off'}, "
+            f"kv cache dtype {self.kv_cache_dtype}"
+        )
+        groups = [
+            f"group {i} ({g.kind or '?'}, block {g.block_size}, window {g.window}): "
+            f"{g.attention_backend or '?'}, {g.dtype or '?'}, keys {g.key_layout or 'not probed'}"
+            for i, g in enumerate(self.kv_groups)
+        ]
         return "; ".join([head, *groups])
 
 

@@ -37,4 +37,3 @@ class Limit:
         if self.unit is Unit.BYTES:
             return self.value // BYTES_PER_MS
         return None
-

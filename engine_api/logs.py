@@ -60,8 +60,10 @@ class BoundedRenderer:
         line = self._inner(logger, name, dict(event))
         if not isinstance(line, str) or len(line) <= self._max_chars:
             return line
-        short = {k: v if isinstance(v, bool | int | float) or v is None else _cut(str(v), SHORT_FIELD_CHARS)
-                 for k, v in event.items()}
+        short = {
+            k: v if isinstance(v, bool | int | float) or v is None else _cut(str(v), SHORT_FIELD_CHARS)
+            for k, v in event.items()
+        }
         return self._inner(logger, name, {**short, "truncated": True})
 
 
@@ -69,7 +71,7 @@ def write_line(fd: int, line: bytes) -> None:
     """`line` (newline added when missing) in one os.write; the loop only finishes a rare short write."""
     data = memoryview(line if line.endswith(b"\n") else line + b"\n")
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 class LineLogger:

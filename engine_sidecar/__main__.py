@@ -13,8 +13,9 @@ from engine_sidecar.process.main import add_sidecar_arguments, run_sidecar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine_sidecar",
-                                     description="voxgate engine sidecar: one speech engine on a Unix socket")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine_sidecar", description="voxgate engine sidecar: one speech engine on a Unix socket"
+    )
     add_sidecar_arguments(parser)
     return parser
 

@@ -64,12 +64,34 @@ class Image:
     base_arg: str  # the build argument that names the Python base
 
 
-SERVICE = Image("service", DOCKER / "Dockerfile.service",
-                ("clients/python", "pyproject.toml", "README.md", "service", "engine_api", "engine_sidecar",
-                 "deploy/docker/healthcheck.py"), "PYTHON_IMAGE")
-SIDECAR = Image("sidecar", DOCKER / "Dockerfile.sidecar",
-                ("clients/python", "pyproject.toml", "README.md", "service", "engine_api", "engine_sidecar",
-                 "deploy/docker/healthcheck.py"), "PYTHON_IMAGE")
+SERVICE = Image(
+    "service",
+    DOCKER / "Dockerfile.service",
+    (
+        "clients/python",
+        "pyproject.toml",
+        "README.md",
+        "service",
+        "engine_api",
+        "engine_sidecar",
+        "deploy/docker/healthcheck.py",
+    ),
+    "PYTHON_IMAGE",
+)
+SIDECAR = Image(
+    "sidecar",
+    DOCKER / "Dockerfile.sidecar",
+    (
+        "clients/python",
+        "pyproject.toml",
+        "README.md",
+        "service",
+        "engine_api",
+        "engine_sidecar",
+        "deploy/docker/healthcheck.py",
+    ),
+    "PYTHON_IMAGE",
+)
 IMAGES = {image.name: image for image in (SERVICE, SIDECAR)}
 IGNORED_PARTS = {"__pycache__", "build", ".pytest_cache", ".mypy_cache", ".ruff_cache"}  # as the .dockerignore
 
@@ -99,8 +121,12 @@ def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 
 def image_exists(flags: list[str], ref: str) -> bool:
-    return subprocess.run(["buildah", *flags, "inspect", "--type", "image", ref],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    return (
+        subprocess.run(
+            ["buildah", *flags, "inspect", "--type", "image", ref], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ).returncode
+        == 0
+    )
 
 
 def _hash_file(digest: hashlib._Hash, path: Path) -> None:
@@ -120,10 +146,17 @@ def image_key(image: Image, base: str) -> str:
     _hash_file(digest, image.dockerfile)
     for rel in image.copied:
         path = ROOT / rel
-        files = [path] if path.is_file() else sorted(
-            p for p in path.rglob("*")
-            if p.is_file() and not IGNORED_PARTS.intersection(p.relative_to(ROOT).parts)
-            and not any(part.endswith(".egg-info") for part in p.parts))
+        files = (
+            [path]
+            if path.is_file()
+            else sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and not IGNORED_PARTS.intersection(p.relative_to(ROOT).parts)
+                and not any(part.endswith(".egg-info") for part in p.parts)
+            )
+        )
         for file in files:
             _hash_file(digest, file)
     return digest.hexdigest()[:16]
@@ -150,8 +183,18 @@ def build_base(flags: list[str], cache: Path) -> str:
             hooks.append(f"--hook-dir={EATMYDATA_HOOKS}")
         if HOST_CA_BUNDLE.exists():  # trust what the build host trusts (a TLS-intercepting proxy's CA)
             hooks.append(f"--customize-hook=upload {HOST_CA_BUNDLE} /etc/ssl/certs/ca-certificates.crt")
-        run(["mmdebstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", *SLIM, *hooks,
-             SUITE, str(tar), MIRROR])
+        run(
+            [
+                "mmdebstrap",
+                "--variant=minbase",
+                f"--include={','.join(BASE_PACKAGES)}",
+                *SLIM,
+                *hooks,
+                SUITE,
+                str(tar),
+                MIRROR,
+            ]
+        )
         run(["podman", *flags, "import", "--change", 'CMD ["python3"]', str(tar), ref])
     return ref
 
@@ -171,7 +214,8 @@ def build_vllm_standin(flags: list[str], base: str) -> str:
         info.mkdir()
         (pkg / "__init__.py").write_text(
             f'"""Stand-in for vLLM {VLLM_VERSION} (scripts/build_images.py): version only, no engine."""\n'
-            f'__version__ = "{VLLM_VERSION}"\n')
+            f'__version__ = "{VLLM_VERSION}"\n'
+        )
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}\n")
         (info / "INSTALLER").write_text("voxgate-build-images\n")
         (info / "RECORD").write_text("")
@@ -192,15 +236,34 @@ def build_image(flags: list[str], image: Image, base: str, ref: str) -> None:
         build_args += ["--build-arg", f"VLLM_IMAGE={build_vllm_standin(flags, base)}"]
     ignore = image.dockerfile.with_name(image.dockerfile.name + ".dockerignore")
     # --format docker keeps HEALTHCHECK and STOPSIGNAL in the image config (OCI has no field for them).
-    run(["buildah", *flags, "bud", "--isolation", "chroot", "--format", "docker", "--pull-never",
-         "--ignorefile", str(ignore), *build_args, "-f", str(image.dockerfile), "-t", ref, str(ROOT)])
+    run(
+        [
+            "buildah",
+            *flags,
+            "bud",
+            "--isolation",
+            "chroot",
+            "--format",
+            "docker",
+            "--pull-never",
+            "--ignorefile",
+            str(ignore),
+            *build_args,
+            "-f",
+            str(image.dockerfile),
+            "-t",
+            ref,
+            str(ROOT),
+        ]
+    )
 
 
 def prune(flags: list[str], name: str, keep: str) -> None:
     """Older builds of this image go once they are PRUNE_AFTER_S old: another checkout sharing the cache may
     have just built one to run it (and one a container uses stays: buildah refuses to remove it)."""
-    listed = subprocess.run(["buildah", *flags, "images", "--json", "--filter", f"reference={REPO}/{name}"],
-                            capture_output=True, text=True)
+    listed = subprocess.run(
+        ["buildah", *flags, "images", "--json", "--filter", f"reference={REPO}/{name}"], capture_output=True, text=True
+    )
     if listed.returncode != 0:
         return
     for image in json.loads(listed.stdout or "[]"):

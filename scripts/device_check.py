@@ -55,19 +55,24 @@ SHIFT_TOKENS = 4096  # a typical D; the angle is reduced in float64, so the size
 WriterFor = Callable[[int], KvWriter]  # head_dim -> the cache writer (the emulation here; vLLM's op in tests/gpu)
 
 
-def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int, writer_for: WriterFor = flash_writer
-          ) -> KeyLayout:
+def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int, writer_for: WriterFor = flash_writer) -> KeyLayout:
     shape = tuple(view.shape)
-    return probe_key_layout(writer_for(head_dim), lambda n: (n, *shape[1:]), slots, heads, head_dim, view.dtype,
-                            kv_cache_like=view)
+    return probe_key_layout(
+        writer_for(head_dim), lambda n: (n, *shape[1:]), slots, heads, head_dim, view.dtype, kv_cache_like=view
+    )
 
 
-def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: str,
-                   writer_for: WriterFor = flash_writer) -> dict[str, Any]:
+def check_rotation(
+    device: torch.device, dtype: torch.dtype, layout: str, kind: str, writer_for: WriterFor = flash_writer
+) -> dict[str, Any]:
     p = VOXTRAL_MINI_4B_REALTIME
     if kind == DECODER:
-        heads, head_dim, states, spec = p.decoder_kv_heads, p.decoder_head_dim, 1, RotarySpec(
-            p.decoder_head_dim, p.decoder_head_dim, 1e6, neox=True)
+        heads, head_dim, states, spec = (
+            p.decoder_kv_heads,
+            p.decoder_head_dim,
+            1,
+            RotarySpec(p.decoder_head_dim, p.decoder_head_dim, 1e6, neox=True),
+        )
     else:
         heads, head_dim, states = p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor
         spec = RotarySpec(head_dim, head_dim, 1e6, neox=False, states_per_token=states)
@@ -80,8 +85,9 @@ def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: 
     base = 200_000 * states  # far along a long session: large angles
     positions = torch.arange(blocks * slots, dtype=torch.int64) + base
     written = rope_rotate(raw, positions, spec).to(dtype)  # what the model cached: RoPE at p, in the dtype
-    writer_for(head_dim)(written.to(device), torch.zeros_like(written, device=device), live,
-                           torch.arange(blocks * slots, device=device))
+    writer_for(head_dim)(
+        written.to(device), torch.zeros_like(written, device=device), live, torch.arange(blocks * slots, device=device)
+    )
     target = LayerTarget("layer", kind, 0, spec, key_layout.key_view(live), key_layout, 1)
     rotator = KeyRotator((target,), ReanchorSettings())
     rotator.rotate(Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=(tuple(range(blocks)),)))
@@ -96,9 +102,18 @@ def check_rotation(device: torch.device, dtype: torch.dtype, layout: str, kind: 
     off_by_one = rope_rotate(raw, positions - (SHIFT_TOKENS - 1) * states, spec)
     control = float(((got.double().cpu() - off_by_one).abs() / scale).max())
     ok = rel <= 4 * ulp < control / 10 and torch.equal(views[0], torch.zeros_like(views[0]))
-    return {"layout": layout, "kind": kind, "dtype": str(dtype).removeprefix("torch."), "heads": heads,
-            "head_dim": head_dim, "probed": key_layout.describe(), "max_rel_err": rel, "ulp": ulp,
-            "off_by_one_token_rel_err": control, "ok": ok}
+    return {
+        "layout": layout,
+        "kind": kind,
+        "dtype": str(dtype).removeprefix("torch."),
+        "heads": heads,
+        "head_dim": head_dim,
+        "probed": key_layout.describe(),
+        "max_rel_err": rel,
+        "ulp": ulp,
+        "off_by_one_token_rel_err": control,
+        "ok": ok,
+    }
 
 
 def check_graph(device: torch.device) -> dict[str, Any]:
@@ -129,7 +144,8 @@ def check_graph(device: torch.device) -> dict[str, Any]:
         read_scores()
     target = LayerTarget("layer", DECODER, 0, spec, view, key_layout, 1)
     KeyRotator((target,), ReanchorSettings()).rotate(
-        Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=((0, 1, 2, 3),)))
+        Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=((0, 1, 2, 3),))
+    )
     graph.replay()
     torch.cuda.synchronize()
     replayed = scores.clone()
@@ -147,11 +163,15 @@ def stacking_targets(device: torch.device, layers: int, seed: int = 3) -> tuple[
     p = VOXTRAL_MINI_4B_REALTIME
     gen = torch.Generator().manual_seed(seed)
     targets, views = [], []
-    for group, (kind, heads, head_dim, states, neox) in enumerate((
+    for group, (kind, heads, head_dim, states, neox) in enumerate(
+        (
             (DECODER, p.decoder_kv_heads, p.decoder_head_dim, 1, True),
-            (ENCODER, p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor, False))):
-        stack = layer_views("LBNHC", layers, STACKING_BLOCKS, heads, BLOCK_SIZE * states, head_dim, torch.bfloat16,
-                            device)
+            (ENCODER, p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor, False),
+        )
+    ):
+        stack = layer_views(
+            "LBNHC", layers, STACKING_BLOCKS, heads, BLOCK_SIZE * states, head_dim, torch.bfloat16, device
+        )
         key_layout = probe(stack[0], heads, BLOCK_SIZE * states, head_dim)
         spec = RotarySpec(head_dim, head_dim, 1e6, neox=neox, states_per_token=states)
         for i, view in enumerate(stack):
@@ -193,11 +213,19 @@ def check_cost(device: torch.device, preset_name: str, repeats: int) -> dict[str
     sites = _sync_sites(device, lambda: rotator.rotate(shift))
     stacked_sites = _sync_sites(device, lambda: stacked.rotate(shift))
     layer, stack = sorted(times["layer"]), sorted(times["stacked"])
-    return {"preset": preset_name, "layers": len(rotator.targets), "blocks": [dec_blocks, enc_blocks],
-            "ms_median": round(layer[len(layer) // 2], 3), "ms_max": round(layer[-1], 3),
-            "host_syncs": None if sites is None else len(sites), "sync_sites": sites,
-            "stacked_ms_median": round(stack[len(stack) // 2], 3), "stacked_ms_max": round(stack[-1], 3),
-            "stacked_host_syncs": None if stacked_sites is None else len(stacked_sites), "ok": True}
+    return {
+        "preset": preset_name,
+        "layers": len(rotator.targets),
+        "blocks": [dec_blocks, enc_blocks],
+        "ms_median": round(layer[len(layer) // 2], 3),
+        "ms_max": round(layer[-1], 3),
+        "host_syncs": None if sites is None else len(sites),
+        "sync_sites": sites,
+        "stacked_ms_median": round(stack[len(stack) // 2], 3),
+        "stacked_ms_max": round(stack[-1], 3),
+        "stacked_host_syncs": None if stacked_sites is None else len(stacked_sites),
+        "ok": True,
+    }
 
 
 def check_cost_rotator(device: torch.device, preset_name: str) -> tuple[KeyRotator, Shift]:
@@ -211,17 +239,21 @@ def check_cost_rotator(device: torch.device, preset_name: str) -> tuple[KeyRotat
     pool = max(dec_blocks, enc_blocks) + 2
     targets = []
     for kind, layers, heads, head_dim, states, neox in (
-            (DECODER, p.decoder_layers, p.decoder_kv_heads, p.decoder_head_dim, 1, True),
-            (ENCODER, p.encoder_layers, p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor, False)):
+        (DECODER, p.decoder_layers, p.decoder_kv_heads, p.decoder_head_dim, 1, True),
+        (ENCODER, p.encoder_layers, p.encoder_kv_heads, p.encoder_head_dim, p.downsample_factor, False),
+    ):
         views = layer_views("LBNHC", layers, pool, heads, BLOCK_SIZE * states, head_dim, torch.bfloat16, device)
         key_layout = probe(views[0], heads, BLOCK_SIZE * states, head_dim)
         spec = RotarySpec(head_dim, head_dim, 1e6, neox=neox, states_per_token=states)
         group = 0 if kind == DECODER else 1
-        targets += [LayerTarget(f"{kind}.{i}", kind, group, spec, key_layout.key_view(v), key_layout, 1)
-                    for i, v in enumerate(views)]
+        targets += [
+            LayerTarget(f"{kind}.{i}", kind, group, spec, key_layout.key_view(v), key_layout, 1)
+            for i, v in enumerate(views)
+        ]
     rotator = KeyRotator(tuple(targets), ReanchorSettings())
-    shift = Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0,
-                  blocks=(tuple(range(dec_blocks)), tuple(range(enc_blocks))))
+    shift = Shift(
+        req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=(tuple(range(dec_blocks)), tuple(range(enc_blocks)))
+    )
     return rotator, shift
 
 
@@ -262,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"ok": False, "error": "no CUDA device (use --device cpu)"}))
         return 2
     started = time.perf_counter()
-    report: dict[str, Any] = {"device": args.device, "torch": torch.__version__,
-                              "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None}
+    report: dict[str, Any] = {
+        "device": args.device,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+    }
     checks: list[dict[str, Any]] = []
     for dtype in (torch.bfloat16, torch.float16):
         for layout in LAYOUTS:

@@ -127,8 +127,10 @@ def tables() -> str:
         for action in rows:
             env = env_name(action, action.default, config)
             flags = ", ".join(f"`{s}`" for s in action.option_strings)
-            out.append(f"| {flags} | {f'`{env}`' if env else '–'} | {default_text(action.default)} "
-                       f"| {help_text(action, parser.prog)} |")
+            out.append(
+                f"| {flags} | {f'`{env}`' if env else '–'} | {default_text(action.default)} "
+                f"| {help_text(action, parser.prog)} |"
+            )
     return "\n".join(out[1:]) + "\n"
 
 
@@ -145,8 +147,9 @@ def check(doc: Path = DOC, generated: str | None = None) -> int:
     wanted = with_tables(current, tables() if generated is None else generated)
     if current == wanted:
         return 0
-    sys.stdout.writelines(difflib.unified_diff(current.splitlines(keepends=True), wanted.splitlines(keepends=True),
-                                               str(doc), "generated"))
+    sys.stdout.writelines(
+        difflib.unified_diff(current.splitlines(keepends=True), wanted.splitlines(keepends=True), str(doc), "generated")
+    )
     print(f"\n{doc} is out of date: run python scripts/gen_config_docs.py", file=sys.stderr)
     return 1
 

@@ -63,12 +63,17 @@ def bound_text(limit: Bound) -> str:
 
 
 def table(processes: Sequence[tuple[str, Sequence[Bound]]] = PROCESSES) -> str:
-    lines = ["| process | what is bounded | bound | scope | when it is reached | set by |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| process | what is bounded | bound | scope | when it is reached | set by |", "|---|---|---|---|---|---|"]
     for process, limits in processes:
         for limit in limits:
-            cells = (process, limit.name, bound_text(limit), limit.scope, limit.at_limit,
-                     f"`{limit.setting}`" if limit.setting else "fixed")
+            cells = (
+                process,
+                limit.name,
+                bound_text(limit),
+                limit.scope,
+                limit.at_limit,
+                f"`{limit.setting}`" if limit.setting else "fixed",
+            )
             if any("|" in cell for cell in cells):
                 raise ValueError(f"{limit.name}: a table cell may not contain '|'")
             lines.append("| " + " | ".join(cells) + " |")
@@ -80,7 +85,7 @@ def with_table(doc: str, body: str) -> str:
     start, end = doc.find(BEGIN + "\n"), doc.find(END)
     if start < 0 or end < start:
         raise ValueError(f"the document needs a line {BEGIN!r} and, after it, a line {END!r}")
-    return doc[:start + len(BEGIN) + 1] + body + doc[end:]
+    return doc[: start + len(BEGIN) + 1] + body + doc[end:]
 
 
 def check(doc_path: Path = DOC) -> int:
@@ -89,10 +94,15 @@ def check(doc_path: Path = DOC) -> int:
     if current == wanted:
         print(f"gen_limits_table.py --check: {doc_path.name}'s table matches the limits modules")
         return 0
-    sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), wanted.splitlines(True),
-                                               f"{doc_path.name} (now)", "from the limits modules"))
-    print(f"gen_limits_table.py --check: {doc_path.name}'s table differs from the limits modules; "
-          "run python scripts/gen_limits_table.py")
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            current.splitlines(True), wanted.splitlines(True), f"{doc_path.name} (now)", "from the limits modules"
+        )
+    )
+    print(
+        f"gen_limits_table.py --check: {doc_path.name}'s table differs from the limits modules; "
+        "run python scripts/gen_limits_table.py"
+    )
     return 1
 
 

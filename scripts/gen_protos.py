@@ -60,12 +60,20 @@ def generate(dest: Path = ROOT) -> None:
         out_dir = dest / target_dir.relative_to(ROOT)
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [
-                sys.executable, "-m", "grpc_tools.protoc",
-                f"-I{ROOT / 'proto'}", f"-I{ROOT / 'proto/third_party'}", f"-I{well_known}", f"-I{googleapis}",
-                f"--python_out={tmp}", f"--grpc_python_out={tmp}",
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"-I{ROOT / 'proto'}",
+                f"-I{ROOT / 'proto/third_party'}",
+                f"-I{well_known}",
+                f"-I{googleapis}",
+                f"--python_out={tmp}",
+                f"--grpc_python_out={tmp}",
                 f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
                 f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
-                f"--mypy_out={tmp}", f"--mypy_grpc_out={tmp}", *protos,
+                f"--mypy_out={tmp}",
+                f"--mypy_grpc_out={tmp}",
+                *protos,
             ]
             subprocess.run(cmd, check=True)
             generated = sorted({path for proto in protos for path in (Path(tmp) / Path(proto).parent).iterdir()})
@@ -80,8 +88,11 @@ def generate(dest: Path = ROOT) -> None:
 
 
 def _files(directory: Path) -> dict[str, Path]:
-    return {str(p.relative_to(directory)): p for p in sorted(directory.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(directory)): p
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def check() -> int:
@@ -102,12 +113,18 @@ def check() -> int:
                 else:
                     old, new = committed[name].read_text(), fresh[name].read_text()
                     if old != new:
-                        diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                    f"committed/{rel / name}", f"generated/{rel / name}")
+                        diff = difflib.unified_diff(
+                            old.splitlines(True),
+                            new.splitlines(True),
+                            f"committed/{rel / name}",
+                            f"generated/{rel / name}",
+                        )
                         drift.append(f"{rel / name}: differs\n" + "".join(list(diff)[:40]))
     if drift:
-        print("gen_protos.py --check: the committed Python stubs differ from proto/ "
-              "(run python scripts/gen_protos.py):", file=sys.stderr)
+        print(
+            "gen_protos.py --check: the committed Python stubs differ from proto/ (run python scripts/gen_protos.py):",
+            file=sys.stderr,
+        )
         for line in drift:
             print(f"  {line}", file=sys.stderr)
         return 1
@@ -117,8 +134,11 @@ def check() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="fail if the committed modules differ from a fresh generation (writes nothing)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if the committed modules differ from a fresh generation (writes nothing)",
+    )
     args = parser.parse_args(argv)
     if args.check:
         return check()

@@ -36,9 +36,15 @@ QUOTA_GIVE_WAIT_S = 2.0  # a session's end waits at most this for the workers' p
 
 
 class SpeechServicer(speech_pb2_grpc.SpeechServicer):
-    def __init__(self, config: Config, pool: EnginePool, clock: Clock,
-                 on_capacity_change: Callable[[], None] = lambda: None, relay: ResumeRelay | None = None,
-                 quotas: Quotas | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        pool: EnginePool,
+        clock: Clock,
+        on_capacity_change: Callable[[], None] = lambda: None,
+        relay: ResumeRelay | None = None,
+        quotas: Quotas | None = None,
+    ) -> None:
         self._config = config
         self._quotas: Quotas = quotas or LocalQuotas()  # per-tenant session counts (the parent's, for workers)
         self._relay = relay  # one of several workers: resumes of the others' sessions go to their owner
@@ -82,9 +88,12 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
 
     def capacity_counts(self) -> CapacityCounts:
         statuses = self._pool.statuses()  # the engines up: a dead one's sessions are moving elsewhere
-        return CapacityCounts(service=self.held, sidecar=sum(s.active_sessions for s in statuses),
-                              engine=sum(s.counters.get("sessions_active", 0) for s in statuses),
-                              opening=sum(s.opening_sessions for s in statuses))
+        return CapacityCounts(
+            service=self.held,
+            sidecar=sum(s.active_sessions for s in statuses),
+            engine=sum(s.counters.get("sessions_active", 0) for s in statuses),
+            opening=sum(s.opening_sessions for s in statuses),
+        )
 
     def audit_capacity(self) -> None:
         """After a sidecar status: compare the three counts (see service/capacity.py)."""
@@ -97,11 +106,13 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         """All of a session's `slots` or none (the tenant's quota is asked after: _take_quota)."""
         c = self._config
         if self.draining:
-            raise errors.unavailable(errors.DRAINING, "server is draining; connect to another instance",
-                                     c.retry_delay_s)
+            raise errors.unavailable(
+                errors.DRAINING, "server is draining; connect to another instance", c.retry_delay_s
+            )
         if not self._pool.ready:
-            raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting",
-                                     c.retry_delay_s)
+            raise errors.unavailable(
+                errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting", c.retry_delay_s
+            )
         limit = self._limit()
         if self.held + slots > limit:
             raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
@@ -127,8 +138,11 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             taken = await self._quotas.take(session_id, tenant.name, slots, quota)
         except QuotaLedgerUnreachable as exc:  # the parent is gone: this worker is being stopped
             log.error("tenant_quota_ledger_unreachable", error=str(exc))
-            raise errors.unavailable(errors.DRAINING, "this server is stopping (its worker supervisor is gone); "
-                                     "connect again", self._config.retry_delay_s) from exc
+            raise errors.unavailable(
+                errors.DRAINING,
+                "this server is stopping (its worker supervisor is gone); connect again",
+                self._config.retry_delay_s,
+            ) from exc
         if not taken:
             raise errors.session_quota(tenant.name, quota)
         self._tenant_of[session_id] = tenant.name  # counts against the quota while it starts, too
@@ -149,11 +163,17 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         tenant = current_tenant()
         if msg.resume_token:
             session = self._sessions.get(msg.resume_token)
-            if session is None or session.ended or \
-                    self._tenant_of.get(session.session_id, "") != (tenant.name if tenant else ""):
-                raise errors.StreamError(grpc.StatusCode.NOT_FOUND, errors.SESSION_NOT_FOUND,
-                                         "no session to resume with this token: unknown, ended, or its "
-                                         "resume window passed", field="config.resume_token")
+            if (
+                session is None
+                or session.ended
+                or self._tenant_of.get(session.session_id, "") != (tenant.name if tenant else "")
+            ):
+                raise errors.StreamError(
+                    grpc.StatusCode.NOT_FOUND,
+                    errors.SESSION_NOT_FOUND,
+                    "no session to resume with this token: unknown, ended, or its resume window passed",
+                    field="config.resume_token",
+                )
             session.attach(msg.resume_audio_bytes, msg.resume_last_seq)
             structlog.contextvars.bind_contextvars(session_id=session.session_id)
             log.info("session_resumed", after_seq=msg.resume_last_seq, audio_bytes=msg.resume_audio_bytes)
@@ -168,8 +188,15 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         try:
             if tenant is not None:
                 await self._take_quota(session_id, tenant, cfg.slots)
-            session = new_session(session_id, cfg, self._config, self._engines, self._clock, self._session_ended,
-                                  token_prefix=self._relay.role.token_prefix if self._relay else "")
+            session = new_session(
+                session_id,
+                cfg,
+                self._config,
+                self._engines,
+                self._clock,
+                self._session_ended,
+                token_prefix=self._relay.role.token_prefix if self._relay else "",
+            )
             started = await session.start()
         except BaseException:  # refused, failed, or the client hung up meanwhile (start() closed its link)
             if tenant is not None:  # also where the take was cancelled before it answered
@@ -181,17 +208,24 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             raise
         self._starting -= cfg.slots  # from here on _sessions holds it, with no await in between
         metrics.SESSIONS_STARTED.inc()
-        tracing.session_started(session.session_id, {
-            "voxgate.encoding": cfg.encoding.value, "voxgate.sample_rate_hz": cfg.sample_rate_hz,
-            "voxgate.language": cfg.language_code, "voxgate.engine": started.engine})
+        tracing.session_started(
+            session.session_id,
+            {
+                "voxgate.encoding": cfg.encoding.value,
+                "voxgate.sample_rate_hz": cfg.sample_rate_hz,
+                "voxgate.language": cfg.language_code,
+                "voxgate.engine": started.engine,
+            },
+        )
         self._sessions[session.resume_token] = session
         self._no_sessions.clear()
         session.attach(None)
         log.info("session_started", encoding=cfg.encoding.value, sample_rate_hz=cfg.sample_rate_hz)
         return session, 0
 
-    async def run_session(self, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput]
-                          ) -> AsyncIterator[tuple[int, SessionOutput, SessionConfig]]:
+    async def run_session(
+        self, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput]
+    ) -> AsyncIterator[tuple[int, SessionOutput, SessionConfig]]:
         """Open or resume a session and run it for one client stream: (seq, output, config) until it ends.
 
         Raises StreamError for a refused session, or after the last output of a session that ended on an error.
@@ -231,7 +265,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                 raise errors.protocol_order("the stream ended without a request: the first request must carry config")
             if first.WhichOneof("request") != "config":
                 raise errors.protocol_order(
-                    f"the first request must carry config; got {first.WhichOneof('request') or 'an empty request'}")
+                    f"the first request must carry config; got {first.WhichOneof('request') or 'an empty request'}"
+                )
             if self._relay and (owner := self._relay.role.owner_of(first.config.resume_token)) is not None:
                 async for response in self._relay.relay(owner, first, requests, context):
                     responses += 1
@@ -260,18 +295,22 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                 await asyncio.wait_for(self._status_heard.wait(), max(0.0, wait_s - 0.1))
         status = self._pool.status  # still None: no engine has answered yet (no languages to say)
         return pb.GetCapabilitiesResponse(
-            encodings=[e.proto for e in Encoding], min_sample_rate_hz=MIN_RATE_HZ, max_sample_rate_hz=MAX_RATE_HZ,
-            max_audio_channel_count=MAX_CHANNELS, languages=list(self._languages()),
-            engine=pb.EngineInfo(name=status.engine if status else c.engine,
-                                 model=status.model if status else c.model),
+            encodings=[e.proto for e in Encoding],
+            min_sample_rate_hz=MIN_RATE_HZ,
+            max_sample_rate_hz=MAX_RATE_HZ,
+            max_audio_channel_count=MAX_CHANNELS,
+            languages=list(self._languages()),
+            engine=pb.EngineInfo(name=status.engine if status else c.engine, model=status.model if status else c.model),
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
-            max_sessions=self._limit(), active_sessions=self.held,
+            max_sessions=self._limit(),
+            active_sessions=self.held,
             capacity=proto_edge.capacity(self.capacity_counts(), self.capacity.mismatches),
             position_mode=proto_edge.position_mode(status.position_mode if status else ""),
             position_mode_reason=status.position_mode_reason if status else "",
             position_runtime=proto_edge.position_runtime(status),
-            interim_stability=proto_edge.interim_stability(status.interim_stability if status else ""))
+            interim_stability=proto_edge.interim_stability(status.interim_stability if status else ""),
+        )
 
     async def drain(self, grace_s: float) -> None:
         """Refuse new sessions; live ones end with DRAINING and their finals; stragglers are closed."""

@@ -53,8 +53,7 @@ class CapacityAudit:
             metrics.CAPACITY_SESSIONS.labels(layer).set(value)
         if counts.agree:
             if self._reported:
-                log.info("capacity_agrees_again", service=counts.service, sidecar=counts.sidecar,
-                         engine=counts.engine)
+                log.info("capacity_agrees_again", service=counts.service, sidecar=counts.sidecar, engine=counts.engine)
             self._reported = False
             return
         if now - self._apart_since >= self._settle_s and not self._reported:

@@ -68,26 +68,26 @@ HELP = {
     "tls_key": "PEM private key of --tls-cert",
     "tls_client_ca": "PEM CA bundle: clients must present a certificate it issued (mutual TLS)",
     "auth_tokens_file": "bearer tokens (hashed) to tenants; set: every RPC but health and reflection needs one "
-                        "(reloaded on SIGHUP; see docs/security.md)",
+    "(reloaded on SIGHUP; see docs/security.md)",
     "tenant_max_sessions": "concurrent sessions per tenant unless its token entry says (0: only --max-sessions)",
     "engine": "engine the sidecar runs: sphinx (embedded CPU), voxtral (vLLM), fake (tests)",
     "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
     "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
     "workers": "service worker processes sharing the port (SO_REUSEPORT) and one engine sidecar; "
-               "--max-sessions holds across them all (1: one process, no parent)",
+    "--max-sessions holds across them all (1: one process, no parent)",
     "sidecar_socket": "Unix socket of the engine sidecar (default: a private temp dir)",
     "sidecar_external": "do not spawn the sidecar: attach to one already serving on --sidecar-socket "
-                        "(another container or unit) and wait for it whenever it restarts",
+    "(another container or unit) and wait for it whenever it restarts",
     "sidecar_start_timeout_s": "how long the sidecar may take to become ready",
     "sidecar_health_interval_s": "seconds between sidecar health checks",
     "sidecar_restart_backoff_s": "first delay before restarting a dead sidecar (doubles, up to 10 s, while it "
-                                 "keeps dying within a minute of its start)",
+    "keeps dying within a minute of its start)",
     "engines": "engine sidecars to run (on the CPU: tests); sessions go to the one with most free capacity, "
-               "and move to another when theirs dies (with several, --sidecar-socket S means S.0, S.1, …; "
-               "several Voxtral engines get disjoint CPU cores unless VLLM_CPU_OMP_THREADS_BIND is set)",
+    "and move to another when theirs dies (with several, --sidecar-socket S means S.0, S.1, …; "
+    "several Voxtral engines get disjoint CPU cores unless VLLM_CPU_OMP_THREADS_BIND is set)",
     "gpus": "one engine per GPU, each pinned to its device (CUDA_VISIBLE_DEVICES): all (counted with "
-            "nvidia-smi -L; if CUDA_VISIBLE_DEVICES is set, its entries) or ids 0,1,… (indices into "
-            "CUDA_VISIBLE_DEVICES if set; empty: no pinning)",
+    "nvidia-smi -L; if CUDA_VISIBLE_DEVICES is set, its entries) or ids 0,1,… (indices into "
+    "CUDA_VISIBLE_DEVICES if set; empty: no pinning)",
     "retry_delay_s": "RetryInfo delay sent with UNAVAILABLE",
     "max_audio_bytes_per_message": "largest audio payload in one request",
     "max_message_bytes": "transport limit on one gRPC message",
@@ -101,12 +101,12 @@ HELP = {
     "drain_grace_s": "on SIGTERM, how long sessions get to finish",
     "resume_window_s": "how long a disconnected session waits for its client to resume it",
     "keepalive_time_s": "seconds between HTTP/2 pings to each client: a connection that died silently (NAT, "
-                        "proxy) is closed after this + --keepalive-timeout-s and its session waits for a resume "
-                        "(0: off)",
+    "proxy) is closed after this + --keepalive-timeout-s and its session waits for a resume "
+    "(0: off)",
     "keepalive_timeout_s": "how long a ping may go unanswered before the connection is taken for dead",
     "engine_recovery_timeout_s": "how long a live session waits for a restarted engine before it ends",
     "freeze_timeout_s": "audio sent but not taken in by the engine for this long: the engine session is reset "
-                        "(a pause is not a freeze; docs/operating.md lists every liveness check)",
+    "(a pause is not a freeze; docs/operating.md lists every liveness check)",
     "max_replay_ms": "most audio replayed into a fresh engine session after a seam (older is dropped)",
     "flow_status_interval_ms": "default interval of FlowStatus responses (when a client enables them)",
     "otel_endpoint": "OTLP/gRPC endpoint for session traces, e.g. http://127.0.0.1:4317 (needs the otel extra)",
@@ -125,12 +125,22 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         kind: type = type(f.default)
         if kind is bool:
             on = env.strip().lower() in ("1", "true", "yes", "on") if env is not None else f.default
-            parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
-                                default=on, dest=f.name, help=f"{HELP[f.name]} [env {env_name}]")
+            parser.add_argument(
+                "--" + f.name.replace("_", "-"),
+                action=argparse.BooleanOptionalAction,
+                default=on,
+                dest=f.name,
+                help=f"{HELP[f.name]} [env {env_name}]",
+            )
             continue
         default = kind(env) if env is not None else f.default
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=default, dest=f.name,
-                            help=f"{HELP[f.name]} [env {env_name}; default: %(default)s]")
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            type=kind,
+            default=default,
+            dest=f.name,
+            help=f"{HELP[f.name]} [env {env_name}; default: %(default)s]",
+        )
 
 
 def config_from_args(args: argparse.Namespace, engine_options: tuple[str, ...] = ()) -> Config:

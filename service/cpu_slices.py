@@ -55,15 +55,18 @@ def cpu_slices(engines: int, cpus: Sequence[int]) -> list[list[int]]:
     if len(cpus) <= engines:
         return [[cpus[i % len(cpus)]] for i in range(engines)]
     per = len(cpus) // engines
-    slices = [list(cpus[i * per:(i + 1) * per]) for i in range(engines)]
+    slices = [list(cpus[i * per : (i + 1) * per]) for i in range(engines)]
     if per * engines == len(cpus):
         slices[-1].pop()
     return slices
 
 
-def omp_binds(engines: int, environ: Mapping[str, str] = os.environ,
-              allowed: Callable[[], set[int]] = allowed_cpus,
-              core_of: Callable[[int], tuple[str, str] | None] = physical_core) -> list[str | None]:
+def omp_binds(
+    engines: int,
+    environ: Mapping[str, str] = os.environ,
+    allowed: Callable[[], set[int]] = allowed_cpus,
+    core_of: Callable[[int], tuple[str, str] | None] = physical_core,
+) -> list[str | None]:
     """Each engine's VLLM_CPU_OMP_THREADS_BIND ("0,1,2"); None for each where nothing is to be set (one engine,
     or the operator set it)."""
     if engines < 2 or OMP_BIND in environ:

@@ -64,8 +64,13 @@ def target_label(engine: int, frontend: int | None) -> str:
 
 
 class EnginePool:
-    def __init__(self, config: Config, on_ready_change: Callable[[bool], None],
-                 on_status: Callable[[], None] = lambda: None, specs: Sequence[EngineSpec] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        on_ready_change: Callable[[bool], None],
+        on_status: Callable[[], None] = lambda: None,
+        specs: Sequence[EngineSpec] | None = None,
+    ) -> None:
         self.specs = tuple(specs if specs is not None else engine_specs(config))
         self._config = config
         self._several = len(self.specs) > 1
@@ -80,9 +85,16 @@ class EnginePool:
         self._labels: list[str] = []
         self._attaching: set[asyncio.Future[None]] = set()
         for spec in self.specs:
-            self._add(spec.index, SidecarSupervisor(
-                replace(config, sidecar_socket=spec.socket), self._engine_changed, self._status_changed,
-                index=spec.index if self._several else None, env=spec.env))
+            self._add(
+                spec.index,
+                SidecarSupervisor(
+                    replace(config, sidecar_socket=spec.socket),
+                    self._engine_changed,
+                    self._status_changed,
+                    index=spec.index if self._several else None,
+                    env=spec.env,
+                ),
+            )
 
     def _add(self, engine: int, target: SidecarSupervisor) -> None:
         n = len(self.engines)
@@ -119,8 +131,12 @@ class EnginePool:
             for i, socket in enumerate(sockets):
                 if socket not in known and i > 0:
                     other = SidecarSupervisor(
-                        replace(self._config, sidecar_socket=socket, sidecar_external=True), self._engine_changed,
-                        self._status_changed, index=engine if self._several else None, frontend=i)
+                        replace(self._config, sidecar_socket=socket, sidecar_external=True),
+                        self._engine_changed,
+                        self._status_changed,
+                        index=engine if self._several else None,
+                        frontend=i,
+                    )
                     self._add(engine, other)
                     new.append(other)
         if new:
@@ -162,8 +178,10 @@ class EnginePool:
         self._attach_front_ends()
         metrics.ENGINE_UP.set(self.ready_count)
         if len(self.engines) > 1:
-            log.info("engines_up", up=[target_label(self._engine_of(n), e.frontend)
-                                       for n, e in enumerate(self.engines) if e.ready])
+            log.info(
+                "engines_up",
+                up=[target_label(self._engine_of(n), e.frontend) for n, e in enumerate(self.engines) if e.ready],
+            )
         if self.ready != self._ready:
             self._ready = self.ready
             self._on_ready_change(self._ready)
@@ -237,8 +255,9 @@ class EnginePool:
         in_use = max(status.active_sessions if status is not None else 0, placed)  # its report may be older
         return EngineLoad(n, e.admitting, capacity - in_use, placed)
 
-    async def pick(self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None = None
-                   ) -> list[engine_pb2_grpc.EngineStub]:
+    async def pick(
+        self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+    ) -> list[engine_pb2_grpc.EngineStub]:
         """Ready engines' stubs, best first. The engine whose stream just failed is left out while its stub is
         the failed one (it is being checked); when no other engine is ready, wait up to wait_s for one."""
         suspect = self._index(failed) if failed is not None else None
@@ -251,13 +270,15 @@ class EnginePool:
         stub = await self._first_ready(wait_s, failed)
         return [stub] if stub is not None else []
 
-    async def _first_ready(self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None
-                           ) -> engine_pb2_grpc.EngineStub | None:
+    async def _first_ready(
+        self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None
+    ) -> engine_pb2_grpc.EngineStub | None:
         """The first engine ready within wait_s (each supervisor waits as a lone one did), or None."""
         if len(self.engines) == 1:
             return await self.engines[0].wait_ready(wait_s, failed)
-        waits = {asyncio.ensure_future(e.wait_ready(wait_s, failed if e.stub is failed else None))
-                 for e in self.engines}
+        waits = {
+            asyncio.ensure_future(e.wait_ready(wait_s, failed if e.stub is failed else None)) for e in self.engines
+        }
         try:
             while waits:
                 done, waits = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -46,19 +46,38 @@ class StreamError(Exception):
         return f"{self.code.name} {self.reason}: {self.message}"
 
     def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
-        details = [error_details_pb2.ErrorInfo(
-            reason=self.reason, domain=DOMAIN, metadata={**self.info, **({"field": self.field} if self.field else {})})]
+        details = [
+            error_details_pb2.ErrorInfo(
+                reason=self.reason,
+                domain=DOMAIN,
+                metadata={**self.info, **({"field": self.field} if self.field else {})},
+            )
+        ]
         extra: list[Message] = []
         if self.field:
-            extra.append(error_details_pb2.BadRequest(field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.message)]))
+            extra.append(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(field=self.field, description=self.message)
+                    ]
+                )
+            )
         if self.retry_delay_s:
-            extra.append(error_details_pb2.RetryInfo(
-                retry_delay=duration_pb2.Duration(seconds=int(self.retry_delay_s),
-                                                  nanos=int(self.retry_delay_s % 1 * 1e9))))
+            extra.append(
+                error_details_pb2.RetryInfo(
+                    retry_delay=duration_pb2.Duration(
+                        seconds=int(self.retry_delay_s), nanos=int(self.retry_delay_s % 1 * 1e9)
+                    )
+                )
+            )
         if self.quota_subject:
-            extra.append(error_details_pb2.QuotaFailure(violations=[
-                error_details_pb2.QuotaFailure.Violation(subject=self.quota_subject, description=self.message)]))
+            extra.append(
+                error_details_pb2.QuotaFailure(
+                    violations=[
+                        error_details_pb2.QuotaFailure.Violation(subject=self.quota_subject, description=self.message)
+                    ]
+                )
+            )
         packed = []
         for msg in [*details, *extra]:
             any_msg = any_pb2.Any()
@@ -82,9 +101,12 @@ def protocol_order(message: str) -> StreamError:
 
 def malformed_request(what: str, detail: str) -> StreamError:
     """A request that is not valid protobuf for its type (or has a string field that is not UTF-8)."""
-    return StreamError(grpc.StatusCode.INVALID_ARGUMENT, MALFORMED_REQUEST,
-                       f"{what} could not be decoded: not a valid protobuf message of the method's request type, "
-                       f"or a string field that is not UTF-8 ({detail})")
+    return StreamError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        MALFORMED_REQUEST,
+        f"{what} could not be decoded: not a valid protobuf message of the method's request type, "
+        f"or a string field that is not UTF-8 ({detail})",
+    )
 
 
 def internal(message: str) -> StreamError:
@@ -96,6 +118,10 @@ def unavailable(reason: str, message: str, retry_delay_s: float) -> StreamError:
 
 
 def session_quota(tenant: str, limit: int) -> StreamError:
-    return StreamError(grpc.StatusCode.RESOURCE_EXHAUSTED, SESSION_QUOTA,
-                       f"tenant {tenant!r} already has its {limit} concurrent session(s)",
-                       info={"tenant": tenant, "limit": str(limit)}, quota_subject=f"tenant:{tenant}")
+    return StreamError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        SESSION_QUOTA,
+        f"tenant {tenant!r} already has its {limit} concurrent session(s)",
+        info={"tenant": tenant, "limit": str(limit)},
+        quota_subject=f"tenant:{tenant}",
+    )

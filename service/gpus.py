@@ -47,11 +47,14 @@ def nvidia_smi_gpu_count() -> int:
     """GPUs `nvidia-smi -L` lists (one `GPU n: …` line each)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        raise EngineLayoutError("--gpus all: nvidia-smi is not on PATH, so the GPUs cannot be counted; "
-                                "name them (--gpus 0,1) or use --engines N")
+        raise EngineLayoutError(
+            "--gpus all: nvidia-smi is not on PATH, so the GPUs cannot be counted; "
+            "name them (--gpus 0,1) or use --engines N"
+        )
     try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, check=True,
-                             timeout=NVIDIA_SMI_TIMEOUT_S).stdout
+        out = subprocess.run(
+            [exe, "-L"], capture_output=True, text=True, check=True, timeout=NVIDIA_SMI_TIMEOUT_S
+        ).stdout
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         raise EngineLayoutError(f"--gpus all: `nvidia-smi -L` failed: {exc}") from exc
     count = sum(line.startswith("GPU ") for line in out.splitlines())
@@ -75,8 +78,9 @@ def visible_devices(environ: Mapping[str, str]) -> tuple[str, ...] | None:
     return tuple(visible)
 
 
-def gpu_list(gpus: str, count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
-             environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+def gpu_list(
+    gpus: str, count_gpus: Callable[[], int] = nvidia_smi_gpu_count, environ: Mapping[str, str] = os.environ
+) -> tuple[str, ...]:
     """The devices `--gpus` names, each as its sidecar's CUDA_VISIBLE_DEVICES: "" none; "all" every device this
     process may use (CUDA_VISIBLE_DEVICES' entries if set, else every GPU nvidia-smi lists); else ids or UUIDs,
     comma-separated, an id being an index into CUDA_VISIBLE_DEVICES when that is set."""
@@ -105,12 +109,15 @@ def _visible_device(device: str, visible: tuple[str, ...], gpus: str, allotted: 
     stays one); a UUID must be one of them. Pinning a sidecar to anything else would leave this process's share."""
     if device.isdigit():
         if int(device) >= len(visible):
-            raise EngineLayoutError(f"--gpus {gpus!r}: device {device} is past the {len(visible)} this process may "
-                                    f"use ({allotted}; an id is an index into it, 0 to {len(visible) - 1})")
+            raise EngineLayoutError(
+                f"--gpus {gpus!r}: device {device} is past the {len(visible)} this process may "
+                f"use ({allotted}; an id is an index into it, 0 to {len(visible) - 1})"
+            )
         return visible[int(device)]
     if device not in visible:
-        raise EngineLayoutError(f"--gpus {gpus!r}: {device} is not one of the devices this process may use "
-                                f"({allotted})")
+        raise EngineLayoutError(
+            f"--gpus {gpus!r}: {device} is not one of the devices this process may use ({allotted})"
+        )
     return device
 
 
@@ -119,19 +126,26 @@ def engine_socket(socket: str, index: int, count: int) -> str:
     return socket if not socket or count == 1 else f"{socket}.{index}"
 
 
-def engine_specs(c: Config, count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
-                 environ: Mapping[str, str] = os.environ,
-                 allowed: Callable[[], set[int]] = allowed_cpus) -> tuple[EngineSpec, ...]:
+def engine_specs(
+    c: Config,
+    count_gpus: Callable[[], int] = nvidia_smi_gpu_count,
+    environ: Mapping[str, str] = os.environ,
+    allowed: Callable[[], set[int]] = allowed_cpus,
+) -> tuple[EngineSpec, ...]:
     """One spec per engine. With --gpus, one engine per device; --engines must then be 1 (its default) or
     the number of devices. Several Voxtral engines without GPUs get disjoint cores (service/cpu_slices.py)."""
     if c.engines < 1:
         raise EngineLayoutError(f"--engines {c.engines}: at least 1")
     devices = gpu_list(c.gpus, count_gpus, environ)
     if devices and c.engines not in (1, len(devices)):
-        raise EngineLayoutError(f"--engines {c.engines} with --gpus {c.gpus} ({len(devices)} devices): one engine "
-                                "per GPU; leave --engines out or make it the number of GPUs")
+        raise EngineLayoutError(
+            f"--engines {c.engines} with --gpus {c.gpus} ({len(devices)} devices): one engine "
+            "per GPU; leave --engines out or make it the number of GPUs"
+        )
     count = len(devices) or c.engines
     pins: tuple[str | None, ...] = devices or (None,) * count
     binds = omp_binds(count, environ, allowed) if c.engine == "voxtral" and not devices else [None] * count
-    return tuple(EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), cpus)
-                 for i, (gpu, cpus) in enumerate(zip(pins, binds, strict=True)))
+    return tuple(
+        EngineSpec(i, gpu, engine_socket(c.sidecar_socket, i, count), cpus)
+        for i, (gpu, cpus) in enumerate(zip(pins, binds, strict=True))
+    )

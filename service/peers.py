@@ -58,13 +58,13 @@ class WorkerRole:
 
 def forwarded_metadata(metadata: Sequence[tuple[str, str | bytes]] | None) -> tuple[tuple[str, str | bytes], ...]:
     """The caller's metadata (its bearer token above all: the owner authenticates the tenant again)."""
-    return tuple((k, v) for k, v in metadata or ()
-                 if not k.startswith((":", "grpc-")) and k not in NOT_FORWARDED)
+    return tuple((k, v) for k, v in metadata or () if not k.startswith((":", "grpc-")) and k not in NOT_FORWARDED)
 
 
 def _trailing(exc: grpc.aio.AioRpcError) -> tuple[tuple[str, str | bytes], ...]:
-    return tuple((k, v) for k, v in exc.trailing_metadata() or () if k == STATUS_DETAILS or not k.startswith(
-        (":", "grpc-")))
+    return tuple(
+        (k, v) for k, v in exc.trailing_metadata() or () if k == STATUS_DETAILS or not k.startswith((":", "grpc-"))
+    )
 
 
 class ResumeRelay:
@@ -72,8 +72,7 @@ class ResumeRelay:
 
     def __init__(self, role: WorkerRole, max_message_bytes: int) -> None:
         self.role = role
-        self._options = [("grpc.max_receive_message_length", max_message_bytes),
-                         ("grpc.use_local_subchannel_pool", 1)]
+        self._options = [("grpc.max_receive_message_length", max_message_bytes), ("grpc.use_local_subchannel_pool", 1)]
         self.active = 0  # relayed streams now
         self._idle = asyncio.Event()
         self._idle.set()
@@ -82,15 +81,20 @@ class ResumeRelay:
         """Until no stream is being relayed (a drain waits for them)."""
         await self._idle.wait()
 
-    async def relay(self, owner: int, first: pb.StreamingRecognizeRequest,
-                    requests: AsyncIterator[pb.StreamingRecognizeRequest], context: grpc.aio.ServicerContext
-                    ) -> AsyncIterator[pb.StreamingRecognizeResponse]:
+    async def relay(
+        self,
+        owner: int,
+        first: pb.StreamingRecognizeRequest,
+        requests: AsyncIterator[pb.StreamingRecognizeRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[pb.StreamingRecognizeResponse]:
         """The owner's responses; its error status, if it ends on one, is this stream's (context.abort)."""
         log.info("resume_relayed", owner=owner)
         # A channel per relay: resumes are rare, and a restarted owner must not meet a dead one's backoff.
         channel = grpc.aio.insecure_channel(f"unix:{self.role.socket(owner)}", options=self._options)
         call = speech_pb2_grpc.SpeechStub(channel).StreamingRecognize(
-            metadata=forwarded_metadata(context.invocation_metadata()), timeout=context.time_remaining())
+            metadata=forwarded_metadata(context.invocation_metadata()), timeout=context.time_remaining()
+        )
         pump = asyncio.create_task(_pump(first, requests, call))
         answered = False
         failure: grpc.aio.AioRpcError | None = None
@@ -122,17 +126,26 @@ class ResumeRelay:
                     self._idle.set()
         if failure is None:
             return
-        if not answered and failure.code() == grpc.StatusCode.UNAVAILABLE and not any(
-                k == STATUS_DETAILS for k, _ in failure.trailing_metadata() or ()):
+        if (
+            not answered
+            and failure.code() == grpc.StatusCode.UNAVAILABLE
+            and not any(k == STATUS_DETAILS for k, _ in failure.trailing_metadata() or ())
+        ):
             # Nobody answers on the owner's socket: that worker died and its sessions with it.
-            raise errors.StreamError(grpc.StatusCode.NOT_FOUND, errors.SESSION_NOT_FOUND,
-                                     "no session to resume with this token: the worker that held it is gone",
-                                     field="config.resume_token")
+            raise errors.StreamError(
+                grpc.StatusCode.NOT_FOUND,
+                errors.SESSION_NOT_FOUND,
+                "no session to resume with this token: the worker that held it is gone",
+                field="config.resume_token",
+            )
         await context.abort(failure.code(), failure.details() or "", trailing_metadata=_trailing(failure))
 
 
-async def _pump(first: pb.StreamingRecognizeRequest, requests: AsyncIterator[pb.StreamingRecognizeRequest],
-                call: grpc.aio.StreamStreamCall) -> None:
+async def _pump(
+    first: pb.StreamingRecognizeRequest,
+    requests: AsyncIterator[pb.StreamingRecognizeRequest],
+    call: grpc.aio.StreamStreamCall,
+) -> None:
     """Client → owner, with flow control (each write waits for the owner to take it), then the half-close."""
     try:
         await call.write(first)

@@ -38,8 +38,12 @@ END_REASONS = {
 
 
 def capacity(counts: CapacityCounts, mismatches: int) -> pb.CapacityCounts:
-    return pb.CapacityCounts(service_sessions=counts.service, sidecar_slots=counts.sidecar,
-                             engine_sessions=counts.engine, mismatches=mismatches)
+    return pb.CapacityCounts(
+        service_sessions=counts.service,
+        sidecar_slots=counts.sidecar,
+        engine_sessions=counts.engine,
+        mismatches=mismatches,
+    )
 
 
 def position_runtime(status: engine_pb2.GetStatusResponse | None) -> pb.PositionRuntime | None:
@@ -48,10 +52,21 @@ def position_runtime(status: engine_pb2.GetStatusResponse | None) -> pb.Position
         return None
     r = status.position_runtime
     return pb.PositionRuntime(
-        model_runner=r.model_runner, async_scheduling=r.async_scheduling, kv_cache_dtype=r.kv_cache_dtype,
-        kv_groups=[pb.KvGroupRuntime(kind=g.kind, block_size=g.block_size, window=g.window,
-                                     attention_backend=g.attention_backend, key_layout=g.key_layout, dtype=g.dtype)
-                   for g in r.kv_groups])
+        model_runner=r.model_runner,
+        async_scheduling=r.async_scheduling,
+        kv_cache_dtype=r.kv_cache_dtype,
+        kv_groups=[
+            pb.KvGroupRuntime(
+                kind=g.kind,
+                block_size=g.block_size,
+                window=g.window,
+                attention_backend=g.attention_backend,
+                key_layout=g.key_layout,
+                dtype=g.dtype,
+            )
+            for g in r.kv_groups
+        ],
+    )
 
 
 def duration_ms(ms: int) -> duration_pb2.Duration:
@@ -77,20 +92,28 @@ def client_input(msg: pb.StreamingRecognizeRequest) -> ClientInput:
     raise errors.protocol_order("empty request: set one of config, audio, keep_alive, finalize")
 
 
-CHANNEL_MODES = {ChannelMode.SEPARATE: pb.CHANNEL_MODE_SEPARATE, ChannelMode.DOWNMIX: pb.CHANNEL_MODE_DOWNMIX,
-                 ChannelMode.FIRST: pb.CHANNEL_MODE_FIRST}
+CHANNEL_MODES = {
+    ChannelMode.SEPARATE: pb.CHANNEL_MODE_SEPARATE,
+    ChannelMode.DOWNMIX: pb.CHANNEL_MODE_DOWNMIX,
+    ChannelMode.FIRST: pb.CHANNEL_MODE_FIRST,
+}
 
 
 def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
     return pb.StreamingConfig(
-        encoding=cfg.encoding.proto, sample_rate_hz=cfg.sample_rate_hz, audio_channel_count=cfg.channels,
+        encoding=cfg.encoding.proto,
+        sample_rate_hz=cfg.sample_rate_hz,
+        audio_channel_count=cfg.channels,
         channel_mode=CHANNEL_MODES[cfg.channel_mode] if cfg.channels > 1 else pb.CHANNEL_MODE_UNSPECIFIED,
-        language_code=cfg.language_code, interim_results=cfg.interim_results,
+        language_code=cfg.language_code,
+        interim_results=cfg.interim_results,
         enable_word_time_offsets=cfg.word_time_offsets,
         endpointing=pb.EndpointingConfig(silence_ms=cfg.endpointing_silence_ms),
         limits=session_limits(cfg.max_duration_s, cfg.idle_timeout_s),
-        flow_status=pb.FlowStatusConfig(enabled=cfg.flow_status_interval_s > 0,
-                                        interval_ms=round(cfg.flow_status_interval_s * 1000)))
+        flow_status=pb.FlowStatusConfig(
+            enabled=cfg.flow_status_interval_s > 0, interval_ms=round(cfg.flow_status_interval_s * 1000)
+        ),
+    )
 
 
 # The public enum's POSITION_MODE_CAPPED (a session ends at the cap) is what no engine of ours does any more.
@@ -102,8 +125,10 @@ def position_mode(engine_value: str) -> pb.PositionMode.ValueType:
     return POSITION_MODES.get(PositionMode.from_wire(engine_value), pb.POSITION_MODE_UNSPECIFIED)
 
 
-INTERIM_STABILITIES = {InterimStability.APPEND_ONLY: pb.INTERIM_STABILITY_APPEND_ONLY,
-                       InterimStability.REVISABLE: pb.INTERIM_STABILITY_REVISABLE}
+INTERIM_STABILITIES = {
+    InterimStability.APPEND_ONLY: pb.INTERIM_STABILITY_APPEND_ONLY,
+    InterimStability.REVISABLE: pb.INTERIM_STABILITY_REVISABLE,
+}
 
 
 def interim_stability(engine_value: str) -> pb.InterimStability.ValueType:
@@ -117,22 +142,42 @@ def session_limits(max_duration_s: float, idle_timeout_s: float) -> pb.SessionLi
 
 def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionStarted:
     eff = effective_config(cfg)
-    return pb.SessionStarted(session_id=s.session_id, effective_config=eff,
-                             engine=pb.EngineInfo(name=s.engine, model=s.model), limits=eff.limits,
-                             max_audio_bytes_per_message=max_audio_bytes, resume_token=s.resume_token,
-                             resume_window=duration_s(s.resume_window_s), resumed=s.resumed,
-                             position_mode=position_mode(s.position_mode),
-                             position_mode_reason=s.position_mode_reason,
-                             interim_stability=interim_stability(s.interim_stability))
+    return pb.SessionStarted(
+        session_id=s.session_id,
+        effective_config=eff,
+        engine=pb.EngineInfo(name=s.engine, model=s.model),
+        limits=eff.limits,
+        max_audio_bytes_per_message=max_audio_bytes,
+        resume_token=s.resume_token,
+        resume_window=duration_s(s.resume_window_s),
+        resumed=s.resumed,
+        position_mode=position_mode(s.position_mode),
+        position_mode_reason=s.position_mode_reason,
+        interim_stability=interim_stability(s.interim_stability),
+    )
 
 
 def result(r: Result, with_words: bool) -> pb.RecognitionResult:
-    words = [pb.WordInfo(word=w.word, start_offset=duration_ms(w.start_ms), end_offset=duration_ms(w.end_ms))
-             for w in r.words] if with_words else []
+    words = (
+        [
+            pb.WordInfo(word=w.word, start_offset=duration_ms(w.start_ms), end_offset=duration_ms(w.end_ms))
+            for w in r.words
+        ]
+        if with_words
+        else []
+    )
     return pb.RecognitionResult(
-        result_id=r.result_id, utterance_index=r.utterance_index, is_final=r.is_final, text=r.text, delta=r.delta,
-        start_offset=duration_ms(r.start_ms), end_offset=duration_ms(r.end_ms), words=words, revised=r.revised,
-        channel=r.channel)
+        result_id=r.result_id,
+        utterance_index=r.utterance_index,
+        is_final=r.is_final,
+        text=r.text,
+        delta=r.delta,
+        start_offset=duration_ms(r.start_ms),
+        end_offset=duration_ms(r.end_ms),
+        words=words,
+        revised=r.revised,
+        channel=r.channel,
+    )
 
 
 def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: int) -> pb.StreamingRecognizeResponse:
@@ -141,14 +186,25 @@ def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: 
     if isinstance(out, SpeechEvent):
         kind = pb.SPEECH_EVENT_TYPE_SPEECH_STARTED if out.started else pb.SPEECH_EVENT_TYPE_SPEECH_ENDED
         return pb.StreamingRecognizeResponse(
-            seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms), channel=out.channel))
+            seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms), channel=out.channel)
+        )
     if isinstance(out, Notice):
         return pb.StreamingRecognizeResponse(seq=seq, warning=pb.Warning(code=out.code, message=out.message))
     if isinstance(out, FlowReport):
-        return pb.StreamingRecognizeResponse(seq=seq, flow_status=pb.FlowStatus(
-            acked_audio_offset=duration_ms(out.acked_audio_ms), acked_audio_bytes=out.acked_audio_bytes,
-            buffered_audio_ms=out.buffered_audio_ms, lag_ms=out.lag_ms))
+        return pb.StreamingRecognizeResponse(
+            seq=seq,
+            flow_status=pb.FlowStatus(
+                acked_audio_offset=duration_ms(out.acked_audio_ms),
+                acked_audio_bytes=out.acked_audio_bytes,
+                buffered_audio_ms=out.buffered_audio_ms,
+                lag_ms=out.lag_ms,
+            ),
+        )
     if isinstance(out, Ended):
-        return pb.StreamingRecognizeResponse(seq=seq, ended=pb.SessionEnded(
-            reason=END_REASONS[out.reason], message=out.message, audio_duration=duration_ms(out.audio_ms)))
+        return pb.StreamingRecognizeResponse(
+            seq=seq,
+            ended=pb.SessionEnded(
+                reason=END_REASONS[out.reason], message=out.message, audio_duration=duration_ms(out.audio_ms)
+            ),
+        )
     return pb.StreamingRecognizeResponse(seq=seq, started=started(out, cfg, max_audio_bytes))

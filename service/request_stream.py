@@ -43,7 +43,8 @@ class MalformedUnaryRequests(grpc.aio.ServerInterceptor):
     """
 
     async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(details)
@@ -63,8 +64,9 @@ class MalformedUnaryRequests(grpc.aio.ServerInterceptor):
                 await context.abort(error.code, error.message, trailing_metadata=error.trailing_metadata())
             return await behavior(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(checked, request_deserializer=deserialize,
-                                                   response_serializer=handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(
+            checked, request_deserializer=deserialize, response_serializer=handler.response_serializer
+        )
 
 
 class _Undecodable:

@@ -64,8 +64,9 @@ class Server:
         self._pool = EnginePool(config, self._on_engine_ready, self._on_engine_status)
         relay = ResumeRelay(worker, config.max_message_bytes) if worker else None
         self._quotas = SharedQuotas(worker.quota_socket()) if worker else None  # one count across workers
-        self._speech = SpeechServicer(config, self._pool, clock or SystemClock(), self._refresh_readiness, relay,
-                                      self._quotas)
+        self._speech = SpeechServicer(
+            config, self._pool, clock or SystemClock(), self._refresh_readiness, relay, self._quotas
+        )
         self._ready = False  # readiness as last set
         self._grpc: grpc.aio.Server | None = None
         self._stop = asyncio.Event()
@@ -91,8 +92,13 @@ class Server:
         ready = s.serving and self._speech.has_room() and not self._speech.draining
         if ready != self._ready:
             self._ready = ready
-            log.info("readiness", serving=ready, engine_ready=s.ready, engine_admitting=s.admitting,
-                     sessions=self._speech.held)
+            log.info(
+                "readiness",
+                serving=ready,
+                engine_ready=s.ready,
+                engine_admitting=s.admitting,
+                sessions=self._speech.held,
+            )
             self._set_health(SPEECH_SERVICE, ready)
 
     async def start(self) -> None:
@@ -100,23 +106,28 @@ class Server:
         allow_open_files()  # a client connection and a frames connection per session
         # Authentication first: an unauthenticated caller learns nothing, not even that its bytes were bad.
         interceptors = [*self._security.interceptors(), request_stream.MalformedUnaryRequests()]
-        self._grpc = grpc.aio.server(interceptors=interceptors, options=[
-            ("grpc.max_receive_message_length", c.max_message_bytes),
-            ("grpc.so_reuseport", 1 if self._worker else 0),  # workers share the port; else a taken port fails
-            # Fixed per-stream window: at most this much unread client audio sits in the
-            # transport; beyond it HTTP/2 flow control holds the client.
-            ("grpc.http2.bdp_probe", 0),
-            ("grpc.http2.lookahead_bytes", TRANSPORT_WINDOW.value),  # larger messages still arrive, in parts
-            *keepalive_options(c),
-        ])
+        self._grpc = grpc.aio.server(
+            interceptors=interceptors,
+            options=[
+                ("grpc.max_receive_message_length", c.max_message_bytes),
+                ("grpc.so_reuseport", 1 if self._worker else 0),  # workers share the port; else a taken port fails
+                # Fixed per-stream window: at most this much unread client audio sits in the
+                # transport; beyond it HTTP/2 flow control holds the client.
+                ("grpc.http2.bdp_probe", 0),
+                ("grpc.http2.lookahead_bytes", TRANSPORT_WINDOW.value),  # larger messages still arrive, in parts
+                *keepalive_options(c),
+            ],
+        )
         speech_pb2_grpc.add_SpeechServicer_to_server(self._speech, self._grpc)
         compat_services = compat.register(self._grpc, self._speech, c)  # Riva and Google STT, same sessions
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._grpc)
         reflection.enable_server_reflection(
-            (SPEECH_SERVICE, *compat_services, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc)
+            (SPEECH_SERVICE, *compat_services, health.SERVICE_NAME, reflection.SERVICE_NAME), self._grpc
+        )
         address, credentials = f"{c.host}:{c.port}", self._security.credentials
-        self.port = (self._grpc.add_secure_port(address, credentials) if credentials
-                     else self._grpc.add_insecure_port(address))
+        self.port = (
+            self._grpc.add_secure_port(address, credentials) if credentials else self._grpc.add_insecure_port(address)
+        )
         if self._worker:  # private: the other workers relay resumes of this one's sessions here
             with private_umask():
                 self._grpc.add_insecure_port(f"unix:{self._worker.socket()}")

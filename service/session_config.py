@@ -28,21 +28,29 @@ class ChannelMode(Enum):
     FIRST = "first"  # only the first channel (the vendors' default without separate recognition)
 
 
-CHANNEL_MODES = {pb.CHANNEL_MODE_UNSPECIFIED: ChannelMode.SEPARATE, pb.CHANNEL_MODE_SEPARATE: ChannelMode.SEPARATE,
-                 pb.CHANNEL_MODE_DOWNMIX: ChannelMode.DOWNMIX, pb.CHANNEL_MODE_FIRST: ChannelMode.FIRST}
+CHANNEL_MODES = {
+    pb.CHANNEL_MODE_UNSPECIFIED: ChannelMode.SEPARATE,
+    pb.CHANNEL_MODE_SEPARATE: ChannelMode.SEPARATE,
+    pb.CHANNEL_MODE_DOWNMIX: ChannelMode.DOWNMIX,
+    pb.CHANNEL_MODE_FIRST: ChannelMode.FIRST,
+}
 
 
 def engine_language(requested: str, languages: tuple[str, ...]) -> str | None:
     """The engine's code for a requested language, or None. Exact (any case, '_' as '-') first; then by the
     primary subtag where one side has no region: an engine's "en" serves "en-US" and "en-GB" (Google's and
     Riva's clients always send a region), a bare "en" takes the engine's "en-US"; "en-GB" never takes "en-US"."""
+
     def norm(tag: str) -> str:
         return tag.replace("_", "-").lower()
 
     want = norm(requested)
     primary = want.split("-")[0]
-    for choice in (lambda have: have == want, lambda have: have == primary,
-                   lambda have: want == primary and have.split("-")[0] == primary):
+    for choice in (
+        lambda have: have == want,
+        lambda have: have == primary,
+        lambda have: want == primary and have.split("-")[0] == primary,
+    ):
         for lang in languages:
             if choice(norm(lang)):
                 return lang
@@ -85,26 +93,31 @@ def _limit(requested: float, server_max: float, field: str) -> float:
 def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]) -> SessionConfig:
     if (encoding := Encoding.from_proto(msg.encoding)) is None:
         raise errors.unsupported_format(
-            "config.encoding", f"encoding must be one of {', '.join(e.name for e in Encoding)} (got {msg.encoding})")
+            "config.encoding", f"encoding must be one of {', '.join(e.name for e in Encoding)} (got {msg.encoding})"
+        )
     if not MIN_RATE_HZ <= msg.sample_rate_hz <= MAX_RATE_HZ:
         raise errors.unsupported_format(
-            "config.sample_rate_hz",
-            f"sample_rate_hz must be {MIN_RATE_HZ}..{MAX_RATE_HZ} (got {msg.sample_rate_hz})")
+            "config.sample_rate_hz", f"sample_rate_hz must be {MIN_RATE_HZ}..{MAX_RATE_HZ} (got {msg.sample_rate_hz})"
+        )
     if not 0 <= msg.audio_channel_count <= MAX_CHANNELS:
         raise errors.unsupported_format(
             "config.audio_channel_count",
-            f"audio_channel_count must be 1..{MAX_CHANNELS} (0 means 1); got {msg.audio_channel_count}")
+            f"audio_channel_count must be 1..{MAX_CHANNELS} (0 means 1); got {msg.audio_channel_count}",
+        )
     if msg.channel_mode not in CHANNEL_MODES:
         raise errors.invalid_config("config.channel_mode", f"unknown channel_mode {msg.channel_mode}")
     language = msg.language_code
     if len(language) > MAX_LANGUAGE_CODE_CHARS or not LANGUAGE_CODE.fullmatch(language):
         raise errors.invalid_config(
-            "config.language_code", f"language_code must be a BCP-47 tag (letters, digits, '-'; at most "
-                                    f"{MAX_LANGUAGE_CODE_CHARS} characters), got {quoted(language)}")
+            "config.language_code",
+            f"language_code must be a BCP-47 tag (letters, digits, '-'; at most "
+            f"{MAX_LANGUAGE_CODE_CHARS} characters), got {quoted(language)}",
+        )
     if language and languages:
         if (matched := engine_language(language, languages)) is None:
             raise errors.invalid_config(
-                "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}")
+                "config.language_code", f"language {language!r} not supported; supported: {', '.join(languages)}"
+            )
         language = matched
     if msg.flow_status.interval_ms < 0:
         raise errors.invalid_config("config.flow_status.interval_ms", "flow_status.interval_ms must not be negative")
@@ -113,7 +126,8 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
     if silence < 0 or silence > server.max_endpointing_silence_ms:
         raise errors.invalid_config(
             "config.endpointing.silence_ms",
-            f"endpointing.silence_ms must be 0..{server.max_endpointing_silence_ms} (got {silence})")
+            f"endpointing.silence_ms must be 0..{server.max_endpointing_silence_ms} (got {silence})",
+        )
     return SessionConfig(
         encoding=encoding,
         sample_rate_hz=msg.sample_rate_hz,
@@ -121,10 +135,13 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
         interim_results=msg.interim_results,
         word_time_offsets=msg.enable_word_time_offsets,
         endpointing_silence_ms=silence or server.endpointing_silence_ms,
-        max_duration_s=_limit(_seconds(msg.limits.max_duration), server.max_session_duration_s,
-                              "config.limits.max_duration"),
-        idle_timeout_s=_limit(_seconds(msg.limits.idle_timeout), server.max_idle_timeout_s,
-                              "config.limits.idle_timeout") if _seconds(msg.limits.idle_timeout)
+        max_duration_s=_limit(
+            _seconds(msg.limits.max_duration), server.max_session_duration_s, "config.limits.max_duration"
+        ),
+        idle_timeout_s=_limit(
+            _seconds(msg.limits.idle_timeout), server.max_idle_timeout_s, "config.limits.idle_timeout"
+        )
+        if _seconds(msg.limits.idle_timeout)
         else server.idle_timeout_s,
         flow_status_interval_s=max(flow_interval_ms, 50) / 1000 if flow_interval_ms else 0.0,
         channels=max(msg.audio_channel_count, 1),

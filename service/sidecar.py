@@ -59,9 +59,15 @@ RESTART_STABLE_S = 60.0  # a sidecar up this long is restarted after the first d
 
 
 class SidecarSupervisor:
-    def __init__(self, config: Config, on_ready_change: Callable[[bool], None],
-                 on_status: Callable[[], None] = lambda: None, index: int | None = None,
-                 env: Mapping[str, str] | None = None, frontend: int | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        on_ready_change: Callable[[bool], None],
+        on_status: Callable[[], None] = lambda: None,
+        index: int | None = None,
+        env: Mapping[str, str] | None = None,
+        frontend: int | None = None,
+    ) -> None:
         self._config = config
         self.index = index  # its place in an engine pool of several (service/engine_pool.py); None: the only one
         self.frontend = frontend  # which front end of a sidecar with several it follows; None: it has one
@@ -86,8 +92,9 @@ class SidecarSupervisor:
         first = config.sidecar_restart_backoff_s
         # A sidecar that dies soon after each start (a bad environment, a model that cannot load) is restarted
         # less and less often; one that ran a minute is restarted after the first delay again.
-        self._restart_backoff = RestartBackoff(BackoffPolicy(first_s=first, max_s=max(RESTART_MAX_S, first),
-                                                             stable_s=RESTART_STABLE_S))
+        self._restart_backoff = RestartBackoff(
+            BackoffPolicy(first_s=first, max_s=max(RESTART_MAX_S, first), stable_s=RESTART_STABLE_S)
+        )
         self._attached_before = False
         self._frontend_away = False  # front end 0 of several is being replaced by the sidecar (not ready meanwhile)
         self._stopping = False
@@ -110,8 +117,11 @@ class SidecarSupervisor:
         except (OSError, SidecarStartError) as exc:
             if not self._frames_refused:
                 self._frames_refused = True
-                self._log.warning("frames_socket_refused", error=str(exc),
-                                  action="sessions go to another engine, or fail as the engine's loss")
+                self._log.warning(
+                    "frames_socket_refused",
+                    error=str(exc),
+                    action="sessions go to another engine, or fail as the engine's loss",
+                )
             return None
         return path
 
@@ -198,8 +208,9 @@ class SidecarSupervisor:
             self._admission_logged = admitting
             self._log.info("engine_admission", admitting=admitting, reason=self.engine_status.refusal)
 
-    async def wait_ready(self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
-                         ) -> engine_pb2_grpc.EngineStub | None:
+    async def wait_ready(
+        self, timeout_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+    ) -> engine_pb2_grpc.EngineStub | None:
         """The engine's stub once it is ready (within timeout_s), else None.
 
         `failed`: a stub whose stream just broke; give the supervisor a moment to
@@ -318,8 +329,13 @@ class SidecarSupervisor:
         so the sidecar is replacing that front end (it exits by itself when it cannot: core_host.py). Not ready
         meanwhile, and no restart; a fresh channel, so that the replacement is seen at once (no reconnect
         backoff of the dead one's)."""
-        if self.frontend != 0 or self._config.sidecar_external or exc.code() != grpc.StatusCode.UNAVAILABLE \
-                or self._proc is None or self._proc.returncode is not None:
+        if (
+            self.frontend != 0
+            or self._config.sidecar_external
+            or exc.code() != grpc.StatusCode.UNAVAILABLE
+            or self._proc is None
+            or self._proc.returncode is not None
+        ):
             return False
         if not self._frontend_away:
             self._frontend_away = True

@@ -18,8 +18,19 @@ SIDECAR_MODULE = "engine_sidecar"  # run as `python -m engine_sidecar`: the side
 
 def sidecar_command(c: Config, socket: Path) -> list[str]:
     """The sidecar process's command line (its flags: engine_sidecar.process.main.add_sidecar_arguments)."""
-    cmd = [sys.executable, "-m", SIDECAR_MODULE, "--engine", c.engine, "--model", c.model,
-           "--socket", str(socket), "--max-sessions", str(c.max_sessions)]
+    cmd = [
+        sys.executable,
+        "-m",
+        SIDECAR_MODULE,
+        "--engine",
+        c.engine,
+        "--model",
+        c.model,
+        "--socket",
+        str(socket),
+        "--max-sessions",
+        str(c.max_sessions),
+    ]
     if c.preset:
         cmd += ["--preset", c.preset]
     for item in c.engine_options:
@@ -43,5 +54,7 @@ def check_private_socket(path: Path) -> None:
     """Refuse an engine socket that another user owns or may connect to (it must be ours, 0600 or stricter)."""
     st = path.stat()
     if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise SidecarStartError(f"engine socket {path} is not a private socket of this user "
-                                f"(mode {oct(st.st_mode & 0o777)}, owner {st.st_uid})")
+        raise SidecarStartError(
+            f"engine socket {path} is not a private socket of this user "
+            f"(mode {oct(st.st_mode & 0o777)}, owner {st.st_uid})"
+        )

@@ -195,8 +195,9 @@ class QuotaServer:
             while line := await reader.readline():
                 msg = json.loads(line)
                 if "take" in msg:
-                    ok = self.book.take(holder, str(msg["take"]), str(msg["tenant"]), int(msg["slots"]),
-                                        int(msg["quota"]))
+                    ok = self.book.take(
+                        holder, str(msg["take"]), str(msg["tenant"]), int(msg["slots"]), int(msg["quota"])
+                    )
                     writer.write(_line({"ok": ok}))
                     await writer.drain()
                 else:

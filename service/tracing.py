@@ -32,8 +32,7 @@ def configure(endpoint: str) -> None:
 
 def session_started(session_id: str, attributes: dict[str, Any]) -> None:
     if _tracer is not None:
-        _spans[session_id] = _tracer.start_span("voxgate.session", attributes={"session.id": session_id,
-                                                                               **attributes})
+        _spans[session_id] = _tracer.start_span("voxgate.session", attributes={"session.id": session_id, **attributes})
 
 
 def session_event(session_id: str, name: str, attributes: dict[str, Any] | None = None) -> None:

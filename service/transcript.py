@@ -96,5 +96,12 @@ class UtteranceAssembler:
         start = self._words[0].start_ms if self._words else 0
         end = max((w.end_ms for w in self._words), default=0)
         return Result(
-            result_id=f"{self._session_id}-{self._index}", utterance_index=self._index, is_final=is_final,
-            text=self._text, delta=delta, start_ms=start, end_ms=end, words=tuple(self._words))
+            result_id=f"{self._session_id}-{self._index}",
+            utterance_index=self._index,
+            is_final=is_final,
+            text=self._text,
+            delta=delta,
+            start_ms=start,
+            end_ms=end,
+            words=tuple(self._words),
+        )

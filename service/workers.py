@@ -63,8 +63,9 @@ class WorkerStartError(RuntimeError):
 def reserve_port(host: str, port: int) -> socket.socket:
     """A bound, never-listening SO_REUSEPORT socket on host:port (0: a free port): it holds the port for the
     workers, which bind it too, and only listening sockets take connections."""
-    family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
-                                                         flags=socket.AI_PASSIVE)[0]
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -77,8 +78,21 @@ def reserve_port(host: str, port: int) -> socket.socket:
 
 
 def worker_command(role: WorkerRole, config: Config) -> list[str]:
-    return [sys.executable, "-m", WORKER_MODULE, "--index", str(role.index), "--count", str(role.count),
-            "--peer-dir", role.peer_dir, "--parent-pid", str(os.getpid()), "--config", json.dumps(asdict(config))]
+    return [
+        sys.executable,
+        "-m",
+        WORKER_MODULE,
+        "--index",
+        str(role.index),
+        "--count",
+        str(role.count),
+        "--peer-dir",
+        role.peer_dir,
+        "--parent-pid",
+        str(os.getpid()),
+        "--config",
+        json.dumps(asdict(config)),
+    ]
 
 
 class Workers:
@@ -219,7 +233,6 @@ class Workers:
 
 def _log_engine_ready(ready: bool) -> None:
     log.info("engine_ready" if ready else "engine_not_ready")
-
 
 
 def run_workers(config: Config) -> int:

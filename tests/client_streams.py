@@ -18,8 +18,9 @@ CLIENT_KINDS = ("blocking", "asyncio")
 _DONE = object()
 
 
-def client_stream(kind: str, target: str, config: StreamConfig, audio: Iterable[AudioItem],
-                  **kwargs: Any) -> Iterator[pb.StreamingRecognizeResponse]:
+def client_stream(
+    kind: str, target: str, config: StreamConfig, audio: Iterable[AudioItem], **kwargs: Any
+) -> Iterator[pb.StreamingRecognizeResponse]:
     """`SpeechClient(target).stream(config, audio, **kwargs)`, or the same on AsyncSpeechClient
     (its event loop on a thread of its own, the responses handed over as they arrive; the audio
     from an async source that awaits between items, as a live one does)."""

@@ -40,8 +40,16 @@ class Result:
         return last if isinstance(last, Closed) else None
 
 
-async def stream(session: EngineSession, pcm: bytes, chunk_ms: int = 80, *, speech: Any = True,
-                 pace_s: float = 0.0, start_delay_s: float = 0.0, flush_at_ms: int | None = None) -> Result:
+async def stream(
+    session: EngineSession,
+    pcm: bytes,
+    chunk_ms: int = 80,
+    *,
+    speech: Any = True,
+    pace_s: float = 0.0,
+    start_delay_s: float = 0.0,
+    flush_at_ms: int | None = None,
+) -> Result:
     """Push pcm in chunks (speech: bool or ms -> bool), optionally paced; close; collect every output."""
     result = Result()
 
@@ -54,7 +62,7 @@ async def stream(session: EngineSession, pcm: bytes, chunk_ms: int = 80, *, spee
     step = chunk_ms * BYTES_PER_MS
     for i in range(0, len(pcm), step):
         at_ms = i // BYTES_PER_MS
-        await session.push_audio(pcm[i:i + step], speech(at_ms) if callable(speech) else speech)
+        await session.push_audio(pcm[i : i + step], speech(at_ms) if callable(speech) else speech)
         if flush_at_ms is not None and at_ms <= flush_at_ms < at_ms + chunk_ms:
             await session.flush(7)
         if pace_s:

@@ -115,9 +115,12 @@ class ServiceWorker:
         """The worker's own readiness (each worker answers health about itself); False if it does not answer."""
         with grpc.insecure_channel(f"unix:{self.socket}") as channel:
             try:
-                return health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5,
-                    wait_for_ready=True).status == health_pb2.HealthCheckResponse.SERVING
+                return (
+                    health_pb2_grpc.HealthStub(channel)
+                    .Check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=5, wait_for_ready=True)
+                    .status
+                    == health_pb2.HealthCheckResponse.SERVING
+                )
             except grpc.RpcError:
                 return False
 
@@ -164,13 +167,31 @@ def imported_modules(path: Path) -> set[str]:
 
 # A Voxtral server on the tiny checkpoint at the re-anchoring tests' geometry (a re-anchor every ~20 s of audio), with
 # a freeze watchdog that a busy 2-core box does not trip: the voxtral chaos test and the wire fuzz.
-TINY_VOXTRAL_SERVE_ARGS = ("--max-model-len", "320", "--block-size", "32", "--dtype", "float32",
-                           "--reanchor-margin-tokens", "32", "--max-num-seqs", "4", "--freeze-timeout-s", "60")
+TINY_VOXTRAL_SERVE_ARGS = (
+    "--max-model-len",
+    "320",
+    "--block-size",
+    "32",
+    "--dtype",
+    "float32",
+    "--reanchor-margin-tokens",
+    "32",
+    "--max-num-seqs",
+    "4",
+    "--freeze-timeout-s",
+    "60",
+)
 
 
-def start_server(tmp: Path, *args: str, engine: str = "sphinx", model: str = "",
-                 python: str = sys.executable, ready_timeout_s: float | None = 60.0,
-                 credentials: grpc.ChannelCredentials | None = None) -> ServerProcess:
+def start_server(
+    tmp: Path,
+    *args: str,
+    engine: str = "sphinx",
+    model: str = "",
+    python: str = sys.executable,
+    ready_timeout_s: float | None = 60.0,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> ServerProcess:
     """A `voxgate serve` once it listens and (unless ready_timeout_s is None) serves."""
     log_path = tmp / f"server-{engine}-{time.monotonic_ns()}.log"
     cmd = [python, "-m", "service", "serve", "--port", "0", "--engine", engine, "--model", model, *args]
@@ -204,19 +225,24 @@ def silence(seconds: float, rate: int = 16000) -> bytes:
 
 
 def config_request(**kwargs: object) -> pb.StreamingRecognizeRequest:
-    defaults: dict[str, object] = {"encoding": pb.AUDIO_ENCODING_LINEAR16, "sample_rate_hz": 16000,
-                                   "interim_results": True, "enable_word_time_offsets": True}
+    defaults: dict[str, object] = {
+        "encoding": pb.AUDIO_ENCODING_LINEAR16,
+        "sample_rate_hz": 16000,
+        "interim_results": True,
+        "enable_word_time_offsets": True,
+    }
     defaults.update(kwargs)
     return pb.StreamingRecognizeRequest(config=pb.StreamingConfig(**defaults))  # type: ignore[arg-type]
 
 
 def audio_requests(data: bytes, chunk_bytes: int = 3200) -> Iterator[pb.StreamingRecognizeRequest]:
     for i in range(0, len(data), chunk_bytes):
-        yield pb.StreamingRecognizeRequest(audio=data[i:i + chunk_bytes])
+        yield pb.StreamingRecognizeRequest(audio=data[i : i + chunk_bytes])
 
 
-def requests_until(stop: threading.Event, first: pb.StreamingRecognizeRequest, audio: bytes, chunk_bytes: int,
-                   pace_s: float = 0.02) -> Iterator[pb.StreamingRecognizeRequest]:
+def requests_until(
+    stop: threading.Event, first: pb.StreamingRecognizeRequest, audio: bytes, chunk_bytes: int, pace_s: float = 0.02
+) -> Iterator[pb.StreamingRecognizeRequest]:
     """A client that vanishes: `first`, then the audio paced, until `stop` is set; then the stream stays open
     (not half-closed) until the caller drops the call."""
     yield first
@@ -224,17 +250,25 @@ def requests_until(stop: threading.Event, first: pb.StreamingRecognizeRequest, a
         if stop.is_set():
             break
         time.sleep(pace_s)
-        yield pb.StreamingRecognizeRequest(audio=audio[i:i + chunk_bytes])
+        yield pb.StreamingRecognizeRequest(audio=audio[i : i + chunk_bytes])
     stop.wait(30)
 
 
-def recognize(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],
-              timeout: float = 120, metadata: Sequence[tuple[str, str]] = ()) -> list[pb.StreamingRecognizeResponse]:
+def recognize(
+    stub: speech_pb2_grpc.SpeechStub,
+    requests: Iterable[pb.StreamingRecognizeRequest],
+    timeout: float = 120,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> list[pb.StreamingRecognizeResponse]:
     return list(stub.StreamingRecognize(iter(requests), timeout=timeout, metadata=metadata))
 
 
-def resume_stream(stub: speech_pb2_grpc.SpeechStub, requests: Iterable[pb.StreamingRecognizeRequest],
-           metadata: tuple[tuple[str, str], ...] = (), wait_s: float = 10) -> list[pb.StreamingRecognizeResponse]:
+def resume_stream(
+    stub: speech_pb2_grpc.SpeechStub,
+    requests: Iterable[pb.StreamingRecognizeRequest],
+    metadata: tuple[tuple[str, str], ...] = (),
+    wait_s: float = 10,
+) -> list[pb.StreamingRecognizeResponse]:
     """Run a resuming stream to its end. The server may not have seen the old stream go yet (a cancel
     reaches it a moment later): SESSION_ATTACHED is retried, as the Python client does, until wait_s."""
     requests = list(requests)
@@ -287,8 +321,9 @@ def read_wav_pcm(name: str) -> tuple[bytes, int]:
         return w.readframes(w.getnframes()), w.getframerate()
 
 
-def paced(requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request: float
-          ) -> Iterator[pb.StreamingRecognizeRequest]:
+def paced(
+    requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request: float
+) -> Iterator[pb.StreamingRecognizeRequest]:
     """Send like a live source: one request per `seconds_per_request` after the config."""
     start = time.monotonic()
     for i, req in enumerate(requests):
@@ -307,8 +342,9 @@ class BackgroundStream:
     in_session: threading.Event
 
 
-def stream_in_background(server: ServerProcess, seconds: float, seconds_per_request: float,
-                         timeout: float = 60) -> BackgroundStream:
+def stream_in_background(
+    server: ServerProcess, seconds: float, seconds_per_request: float, timeout: float = 60
+) -> BackgroundStream:
     got: list[pb.StreamingRecognizeResponse] = []
     in_session = threading.Event()
 
@@ -366,8 +402,11 @@ def hold_stream(channel: grpc.Channel, metadata: Sequence[tuple[str, str]] = (),
     release = threading.Event()
 
     def requests() -> Iterator[pb.StreamingRecognizeRequest]:
-        yield config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100)) if audio \
+        yield (
+            config_request(flow_status=pb.FlowStatusConfig(enabled=True, interval_ms=100))
+            if audio
             else config_request()
+        )
         if audio:
             yield pb.StreamingRecognizeRequest(audio=audio)
         release.wait(60)

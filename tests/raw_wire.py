@@ -38,8 +38,13 @@ def config_with_bad_utf8() -> bytes:
     return length_delimited(config, good + length_delimited(language, b"en-\xff\xfe"))
 
 
-def raw_stream(server: ServerProcess, method: str, deserialize: Callable[[bytes], Any], requests: Iterable[bytes],
-               timeout: float = 30) -> tuple[list[Any], grpc.RpcError | None]:
+def raw_stream(
+    server: ServerProcess,
+    method: str,
+    deserialize: Callable[[bytes], Any],
+    requests: Iterable[bytes],
+    timeout: float = 30,
+) -> tuple[list[Any], grpc.RpcError | None]:
     """Send `requests` as they are; the responses received and the error the call ended with (None: OK)."""
     call = server.channel().stream_stream(method, request_serializer=lambda b: b, response_deserializer=deserialize)
     got: list[Any] = []

@@ -23,8 +23,9 @@ def engine_options(args: argparse.Namespace) -> VoxtralOptions | None:
     from engine_sidecar.engines.voxtral.flags import given
 
     if given(args):
-        raise ValueError(f"the {args.engine} engine takes no engine options (--preset, --engine-option, "
-                         "the voxtral flags)")
+        raise ValueError(
+            f"the {args.engine} engine takes no engine options (--preset, --engine-option, the voxtral flags)"
+        )
     return None
 
 

@@ -96,8 +96,9 @@ class FakeSession(ChannelSession):
 class FakeEngine:
     def __init__(self, script_path: str, max_sessions: int) -> None:
         self._script = FakeScript.load(script_path)
-        self.info = EngineInfo(name="fake", model=script_path or "fake (default script)",
-                               max_sessions=max_sessions, languages=("en-US",))
+        self.info = EngineInfo(
+            name="fake", model=script_path or "fake (default script)", max_sessions=max_sessions, languages=("en-US",)
+        )
         self._counters = EngineCounters()
         self._opening = 0  # sessions waiting in open_session (open_ms): its queue, reported as engine_waiting
 
@@ -116,8 +117,9 @@ class FakeEngine:
 
     def status(self) -> EngineStatus:
         gate = self._script.refuse_while
-        return EngineStatus.from_refusal(f"refusing new sessions while {gate} exists"
-                                         if gate and Path(gate).exists() else None)
+        return EngineStatus.from_refusal(
+            f"refusing new sessions while {gate} exists" if gate and Path(gate).exists() else None
+        )
 
     def counters(self) -> dict[str, int]:
         return {**self._counters.as_dict(), "engine_waiting": self._opening}

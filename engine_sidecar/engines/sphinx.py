@@ -51,8 +51,13 @@ def _words(segments: object, utterance_start_ms: int) -> list[Word]:
         if text in FILLERS or text.startswith("[") or text.startswith("++"):
             continue
         text = text.split("(", 1)[0]  # "read(2)" is a pronunciation variant of "read"
-        words.append(Word(text, utterance_start_ms + seg.start_frame * FRAME_MS,
-                          utterance_start_ms + (seg.end_frame + 1) * FRAME_MS))
+        words.append(
+            Word(
+                text,
+                utterance_start_ms + seg.start_frame * FRAME_MS,
+                utterance_start_ms + (seg.end_frame + 1) * FRAME_MS,
+            )
+        )
     return words
 
 
@@ -163,8 +168,11 @@ class SphinxEngine:
     def __init__(self, model: str, max_sessions: int) -> None:
         self._model_dir = model
         self.info = EngineInfo(
-            name="sphinx", model=model or "pocketsphinx en-us (bundled)",
-            max_sessions=max_sessions, languages=("en-US",), interim_stability=InterimStability.REVISABLE,
+            name="sphinx",
+            model=model or "pocketsphinx en-us (bundled)",
+            max_sessions=max_sessions,
+            languages=("en-US",),
+            interim_stability=InterimStability.REVISABLE,
         )
         self._counters = EngineCounters()
         self._spare: asyncio.Future[object] | None = None

@@ -54,8 +54,13 @@ def run_core_host(args: argparse.Namespace, options: VoxtralOptions) -> int:
 
 
 class CoreHost:
-    def __init__(self, args: argparse.Namespace, options: VoxtralOptions,
-                 restart: BackoffPolicy = FRONTEND_RESTART, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        options: VoxtralOptions,
+        restart: BackoffPolicy = FRONTEND_RESTART,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._args = args
         self._k = options.frontends
         self._options = options
@@ -99,8 +104,11 @@ class CoreHost:
         try:
             with ExitStack() as launched:
                 with for_children(allocator):  # the EngineCore (and its Worker) are spawned here, not the front ends
-                    launch = launched.enter_context(launch_core_engines(
-                        vllm_config, Executor.get_class(vllm_config), False, self._listeners.addresses))
+                    launch = launched.enter_context(
+                        launch_core_engines(
+                            vllm_config, Executor.get_class(vllm_config), False, self._listeners.addresses
+                        )
+                    )
                 self._manager = launch.engine_manager
                 self._tensor_queue = launch.tensor_queue
                 ready = [self._start(i, slot=i, orphan=None) for i in range(self._k)]
@@ -109,8 +117,7 @@ class CoreHost:
             if not self._wait_ready(ready):
                 return self._shutdown(1)
             print(f"READY {os.getpid()}", flush=True)
-            log.info("frontends_ready", frontends=self._k, spare_slots=self._slots - self._k,
-                     socket=self._args.socket)
+            log.info("frontends_ready", frontends=self._k, spare_slots=self._slots - self._k, socket=self._args.socket)
             return self._supervise()
         except Exception:
             log.exception("core_host_failed")
@@ -121,15 +128,21 @@ class CoreHost:
     def _start(self, index: int, slot: int, orphan: int | None) -> Any:
         listeners = self._listeners
         inp, out = listeners.inputs[slot], listeners.outputs[slot]
-        addresses: dict[str, Any] = {"input_address": inp.address, "output_address": out.address,
-                                     "input_listener": inp.socket, "output_listener": out.socket}
+        addresses: dict[str, Any] = {
+            "input_address": inp.address,
+            "output_address": out.address,
+            "input_listener": inp.socket,
+            "output_listener": out.socket,
+        }
         if self._tensor_queue is not None:
             addresses["tensor_queue"] = self._tensor_queue
-        client = FrontEndClient(index=index, count=self._k, slot=slot, slots=self._slots, addresses=addresses,
-                                orphan_slot=orphan)
+        client = FrontEndClient(
+            index=index, count=self._k, slot=slot, slots=self._slots, addresses=addresses, orphan_slot=orphan
+        )
         ready = self._ctx.Event()
-        proc = self._ctx.Process(target=run_frontend,
-                                  args=(self._args, self._options, client, ready), name=f"VoxgateFrontEnd_{index}")
+        proc = self._ctx.Process(
+            target=run_frontend, args=(self._args, self._options, client, ready), name=f"VoxgateFrontEnd_{index}"
+        )
         proc.start()
         inp.close()  # the child holds the listening sockets now, as in vLLM's APIServerProcessManager
         out.close()
@@ -142,8 +155,7 @@ class CoreHost:
             if self._stop:
                 return False
             if dead := [i for i, p in self._procs.items() if not p.is_alive()]:
-                log.error("frontend_failed_to_start", indices=dead,
-                          exit_codes=[self._procs[i].exitcode for i in dead])
+                log.error("frontend_failed_to_start", indices=dead, exit_codes=[self._procs[i].exitcode for i in dead])
                 return False
             if self._core_dead():
                 log.critical("vllm_engine_dead", during="start-up", exit_code=EXIT_ENGINE_DEAD)
@@ -157,8 +169,11 @@ class CoreHost:
             by_sentinel = {p.sentinel: i for i, p in self._procs.items() if i not in self._due}
             fired = wait([*by_sentinel, *self._core_sentinels()], timeout=self._tick())
             if self._core_dead():
-                log.critical("vllm_engine_dead", exit_code=EXIT_ENGINE_DEAD,
-                             action="every front end stops; the service restarts the sidecar")
+                log.critical(
+                    "vllm_engine_dead",
+                    exit_code=EXIT_ENGINE_DEAD,
+                    action="every front end stops; the service restarts the sidecar",
+                )
                 return self._shutdown(EXIT_ENGINE_DEAD, kill=True)
             for sentinel in fired:
                 if (index := by_sentinel.get(sentinel)) is not None and not self._replace(index):  # type: ignore[arg-type]
@@ -187,13 +202,24 @@ class CoreHost:
         dead.join(1)  # reap it: its exit code for the log
         old = self._clients[index]
         if self._next_slot >= self._slots:
-            log.critical("frontend_spares_exhausted", index=index, exit_code=dead.exitcode, slots=self._slots,
-                         action="the sidecar exits; the service restarts it")
+            log.critical(
+                "frontend_spares_exhausted",
+                index=index,
+                exit_code=dead.exitcode,
+                slots=self._slots,
+                action="the sidecar exits; the service restarts it",
+            )
             return False
         slot, self._next_slot = self._next_slot, self._next_slot + 1
         delay = self._backoff[index].next_delay()
-        log.warning("frontend_died", index=index, slot=old.slot, exit_code=dead.exitcode, restart_in_s=delay,
-                    action=f"replaced on spare slot {slot} in {delay:g} s; its sessions reconnect")
+        log.warning(
+            "frontend_died",
+            index=index,
+            slot=old.slot,
+            exit_code=dead.exitcode,
+            restart_in_s=delay,
+            action=f"replaced on spare slot {slot} in {delay:g} s; its sessions reconnect",
+        )
         self._due[index] = (self._clock() + delay, slot, old.slot)
         return True
 

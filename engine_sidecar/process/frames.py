@@ -36,8 +36,10 @@ class FramesServer:
     async def start(self, path: Path) -> None:
         """Serve on `path`; ValueError when the path is too long for a Unix socket (a shorter --socket fits)."""
         if not _fresh(path):
-            raise ValueError(f"the frames socket {path} is longer than a Unix socket path may be "
-                             f"({MAX_UNIX_PATH_BYTES} bytes): give the sidecar a shorter --socket")
+            raise ValueError(
+                f"the frames socket {path} is longer than a Unix socket path may be "
+                f"({MAX_UNIX_PATH_BYTES} bytes): give the sidecar a shorter --socket"
+            )
         self._server = await asyncio.start_unix_server(self._connection, path=str(path), limit=READ_LIMIT_BYTES)
         self._hang_ups.start()
 
@@ -75,8 +77,9 @@ class FramesServer:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]
-                     ) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, task: asyncio.Task[None]
+    ) -> None:
         try:
             async with contextlib.aclosing(self._servicer.run_session(_inputs(reader, task))) as outputs:
                 async for out in outputs:

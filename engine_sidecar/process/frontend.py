@@ -20,5 +20,8 @@ def run_frontend(args: argparse.Namespace, options: VoxtralOptions, client: Fron
     configure_logging()
     ns = argparse.Namespace(**{**vars(args), "socket": frontend_socket(args.socket, client.index)})
     engine = VoxtralEngine(model=args.model, max_sessions=args.max_sessions, options=options, client=client)
-    raise SystemExit(asyncio.run(serve(ns, engine=engine, announce=ready.set,
-                                       frontend_sockets=frontend_sockets(args.socket, client.count))))
+    raise SystemExit(
+        asyncio.run(
+            serve(ns, engine=engine, announce=ready.set, frontend_sockets=frontend_sockets(args.socket, client.count))
+        )
+    )

@@ -29,9 +29,15 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         self._opening = 0  # of _active: slots whose engine session is still being opened
 
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
-        return status_to_proto(self._engine.info, self._engine.status(), self._engine.counters(),
-                               active_sessions=self._active, opening_sessions=self._opening, pid=os.getpid(),
-                               frontend_sockets=self._frontend_sockets)
+        return status_to_proto(
+            self._engine.info,
+            self._engine.status(),
+            self._engine.counters(),
+            active_sessions=self._active,
+            opening_sessions=self._opening,
+            pid=os.getpid(),
+            frontend_sockets=self._frontend_sockets,
+        )
 
     async def run_session(self, requests: AsyncIterator[pb.SessionInput]) -> AsyncGenerator[pb.SessionOutput, None]:
         """One engine session driven by `requests`: Opened, then its outputs. Raises SessionEnded when refused
@@ -72,8 +78,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                     feeder.cancel()
                 if session is not None:
                     await session.abort()
-            log.info("session_closed", session_id=first.open.session_id, completed=finished,
-                     opened=session is not None)
+            log.info("session_closed", session_id=first.open.session_id, completed=finished, opened=session is not None)
 
     async def _feed(self, requests: AsyncIterator[pb.SessionInput], session: EngineSession) -> str | None:
         """Drive the session from the service's input; an engine failure aborts it and is returned."""

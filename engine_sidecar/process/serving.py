@@ -50,13 +50,22 @@ def prepare_socket(path: Path) -> None:
     st = parent.stat()
     if st.st_uid != os.getuid() or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
         structlog.get_logger("sidecar").warning(
-            "sidecar_socket_dir_not_private", dir=str(parent), mode=oct(st.st_mode & 0o7777), owner=st.st_uid,
-            message="other users may replace the engine socket here; use a directory only this user can write")
+            "sidecar_socket_dir_not_private",
+            dir=str(parent),
+            mode=oct(st.st_mode & 0o7777),
+            owner=st.st_uid,
+            message="other users may replace the engine socket here; use a directory only this user can write",
+        )
     path.unlink(missing_ok=True)
 
 
-async def serve(args: argparse.Namespace, options: VoxtralOptions | None = None, engine: Engine | None = None,
-                announce: Callable[[], None] | None = None, frontend_sockets: tuple[str, ...] = ()) -> int:
+async def serve(
+    args: argparse.Namespace,
+    options: VoxtralOptions | None = None,
+    engine: Engine | None = None,
+    announce: Callable[[], None] | None = None,
+    frontend_sockets: tuple[str, ...] = (),
+) -> int:
     """Serve one engine on args.socket. `engine`: built by the caller (a front end of a shared engine core),
     else from args and `options`; `announce`: called once serving, instead of printing the READY line;
     `frontend_sockets`: every front end's socket of a shared engine core, which its status lists."""

@@ -49,7 +49,8 @@ class ChannelSplit:
         if len(data) % self.frame_bytes:
             raise InvalidAudio(
                 f"audio of {self.channels} interleaved {self.encoding.name} channels must be whole frames of "
-                f"{self.frame_bytes} bytes; got {len(data)} bytes")
+                f"{self.frame_bytes} bytes; got {len(data)} bytes"
+            )
         if self.mode is ChannelMode.DOWNMIX:
             pcm = client_audio.decode(data, self.encoding.wire_name).reshape(-1, self.channels).astype(np.int32)
             mean = np.round(pcm.sum(axis=1) / self.channels).astype("<i2")

@@ -43,8 +43,10 @@ class Encoding(Enum):
 
 
 if tuple(e.value for e in Encoding) != client_encodings.ENCODINGS:
-    raise ImportError(f"service Encoding {[e.value for e in Encoding]} differs from voxgate_client's "
-                      f"{client_encodings.ENCODINGS}: install the voxgate-client of this checkout")
+    raise ImportError(
+        f"service Encoding {[e.value for e in Encoding]} differs from voxgate_client's "
+        f"{client_encodings.ENCODINGS}: install the voxgate-client of this checkout"
+    )
 
 
 class InvalidAudio(ValueError):

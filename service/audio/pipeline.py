@@ -31,8 +31,7 @@ class AudioPipeline:
         self._resampler = StreamResampler(sample_rate_hz)
         # LINEAR16 at the engine rate on a little-endian host is already the engine's PCM: taken as it is,
         # without a numpy round trip (decode, the resampler's pass-through, tobytes) per message.
-        self._as_is = (encoding is Encoding.LINEAR16 and sample_rate_hz == SAMPLE_RATE_HZ
-                       and sys.byteorder == "little")
+        self._as_is = encoding is Encoding.LINEAR16 and sample_rate_hz == SAMPLE_RATE_HZ and sys.byteorder == "little"
         self._vad = VoiceActivity(vad_aggressiveness, silence_ms)
         self._pending = b""  # resampled audio not yet a whole VAD frame
         self._chunk: list[bytes] = []
@@ -68,7 +67,7 @@ class AudioPipeline:
         whole = len(data) - len(data) % FRAME_BYTES
         self._pending = data[whole:] if whole < len(data) else b""
         for i in range(0, whole, FRAME_BYTES):
-            frame = data[i:i + FRAME_BYTES]
+            frame = data[i : i + FRAME_BYTES]
             boundary = self._vad.frame(frame)
             self._chunk.append(frame)
             # Voiced frames inside speech: the silence before an endpoint is not speech.

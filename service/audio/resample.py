@@ -20,7 +20,8 @@ class StreamResampler:
         self._block = input_rate_hz * BLOCK_MS // 1000
         self._pending = np.zeros(0, dtype=np.int16)
         self._stream = (
-            None if input_rate_hz == ENGINE_RATE_HZ
+            None
+            if input_rate_hz == ENGINE_RATE_HZ
             else soxr.ResampleStream(input_rate_hz, ENGINE_RATE_HZ, 1, dtype="float32", quality="HQ")
         )
 
@@ -33,7 +34,7 @@ class StreamResampler:
         if not whole:
             return np.zeros(0, dtype=np.int16)
         floats = data[:whole].astype(np.float32)
-        blocks = [self._stream.resample_chunk(floats[i:i + self._block]) for i in range(0, whole, self._block)]
+        blocks = [self._stream.resample_chunk(floats[i : i + self._block]) for i in range(0, whole, self._block)]
         return _to_int16(np.concatenate(blocks))
 
     def finish(self) -> np.ndarray:

@@ -41,7 +41,7 @@ def frames(loop: np.ndarray, offset_samples: int, duration_s: float, frame_ms: i
     idx = (offset_samples + np.arange(n * per)) % len(loop)
     pcm = loop[idx].astype("<i2").tobytes()
     step = per * 2
-    return [pcm[i * step:(i + 1) * step] for i in range(n)]
+    return [pcm[i * step : (i + 1) * step] for i in range(n)]
 
 
 def speech_with_pauses(seconds: float, seed: int = 0, clip: Path = AUDIO_DIR / LONG_CLIP) -> bytes:

@@ -74,8 +74,14 @@ class LevelResult:
     proc_series: list[tuple[float, dict[str, tuple[float, float]]]] = field(default_factory=list)
 
 
-async def send_paced(trace: SessionTrace, chunks: list[bytes], t0: float, period_s: float,
-                     send: Callable[[bytes], Awaitable[None]], stop: Callable[[], bool] = lambda: False) -> None:
+async def send_paced(
+    trace: SessionTrace,
+    chunks: list[bytes],
+    t0: float,
+    period_s: float,
+    send: Callable[[bytes], Awaitable[None]],
+    stop: Callable[[], bool] = lambda: False,
+) -> None:
     """Send chunk i at t0 + i x period_s (or as soon as the previous send returned, when late), noting in
     `trace` when each was due and sent; stops early once `stop()` says so."""
     for i, chunk in enumerate(chunks):
@@ -89,13 +95,22 @@ async def send_paced(trace: SessionTrace, chunks: list[bytes], t0: float, period
         await send(chunk)
 
 
-async def run_session(channel: grpc.aio.Channel, trace: SessionTrace, chunks: list[bytes], t0: float,
-                      plan: Plan) -> None:
+async def run_session(
+    channel: grpc.aio.Channel, trace: SessionTrace, chunks: list[bytes], t0: float, plan: Plan
+) -> None:
     stub = speech_pb2_grpc.SpeechStub(channel)
     call = stub.StreamingRecognize()
-    await call.write(pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        encoding=pb.AUDIO_ENCODING_LINEAR16, sample_rate_hz=SAMPLE_RATE, audio_channel_count=1,
-        language_code=plan.language, interim_results=True)))
+    await call.write(
+        pb.StreamingRecognizeRequest(
+            config=pb.StreamingConfig(
+                encoding=pb.AUDIO_ENCODING_LINEAR16,
+                sample_rate_hz=SAMPLE_RATE,
+                audio_channel_count=1,
+                language_code=plan.language,
+                interim_results=True,
+            )
+        )
+    )
 
     async def read() -> None:
         while (resp := await call.read()) is not grpc.aio.EOF:
@@ -103,8 +118,7 @@ async def run_session(channel: grpc.aio.Channel, trace: SessionTrace, chunks: li
             kind = resp.WhichOneof("response")
             if kind == "result":
                 r = resp.result
-                trace.results.append((now, r.end_offset.seconds * 1000 + r.end_offset.nanos // 1_000_000,
-                                      r.is_final))
+                trace.results.append((now, r.end_offset.seconds * 1000 + r.end_offset.nanos // 1_000_000, r.is_final))
                 if r.is_final:
                     trace.last_final = now
             elif kind == "started":
@@ -155,8 +169,10 @@ async def _progress(n: int, traces: list[SessionTrace], start: float, total_s: f
         res = sum(len(t.results) for t in traces)
         errs = sum(1 for t in traces if t.error)
         slip = max((t.sent[-1] - t.scheduled[-1] for t in traces if t.sent), default=0.0)
-        _print(f"    N={n}: {time.monotonic() - start:5.1f}/{total_s:.0f} s  live {live}  results {res}  "
-               f"errors {errs}  send slip {slip * 1000:.0f} ms  load {os.getloadavg()[0]:.1f}")
+        _print(
+            f"    N={n}: {time.monotonic() - start:5.1f}/{total_s:.0f} s  live {live}  results {res}  "
+            f"errors {errs}  send slip {slip * 1000:.0f} ms  load {os.getloadavg()[0]:.1f}"
+        )
 
 
 async def pick_language(target: str, wanted: str | None) -> str:
@@ -169,13 +185,21 @@ async def pick_language(target: str, wanted: str | None) -> str:
     return next((lang for lang in langs if lang.lower().startswith("en")), langs[0] if langs else "en-US")
 
 
-async def run_level(target: str, n: int, attempt: int, loop: np.ndarray, plan: Plan,
-                    server_pid: int | None) -> LevelResult:
+async def run_level(
+    target: str, n: int, attempt: int, loop: np.ndarray, plan: Plan, server_pid: int | None
+) -> LevelResult:
     stagger = plan.stagger_s if plan.stagger_s > 0 else RAMP_S / max(n, 1)
     rng = random.Random(n)  # each session's phase within a frame: desynchronized, reproducible
     phase = [rng.uniform(0, plan.frame_ms / 1000) for _ in range(n)]
-    traces = [SessionTrace(index=i, offset_s=round(i * len(loop) / n / SAMPLE_RATE, 3), frame_ms=plan.frame_ms,
-                           ref_shift_ms=plan.ref_shift_ms) for i in range(n)]
+    traces = [
+        SessionTrace(
+            index=i,
+            offset_s=round(i * len(loop) / n / SAMPLE_RATE, 3),
+            frame_ms=plan.frame_ms,
+            ref_shift_ms=plan.ref_shift_ms,
+        )
+        for i in range(n)
+    ]
     chunks = [frames(loop, int(t.offset_s * SAMPLE_RATE), plan.duration_s, plan.frame_ms) for t in traces]
     per = plan.sessions_per_connection
     channels = [grpc.aio.insecure_channel(target, OWN_CONNECTION) for _ in range(math.ceil(n / per))]
@@ -192,8 +216,9 @@ async def run_level(target: str, n: int, attempt: int, loop: np.ndarray, plan: P
         t0 = start + i * stagger + phase[i]
         await asyncio.sleep(max(0.0, t0 - time.monotonic()))
         try:
-            await asyncio.wait_for(run_session(channels[i // per], traces[i], chunks[i], t0, plan),
-                                   audio_wall + plan.timeout_s)
+            await asyncio.wait_for(
+                run_session(channels[i // per], traces[i], chunks[i], t0, plan), audio_wall + plan.timeout_s
+            )
         except TimeoutError:
             traces[i].error = "timeout"
         except Exception as exc:  # a failed session is a result, not a crash of the bench
@@ -211,8 +236,17 @@ async def run_level(target: str, n: int, attempt: int, loop: np.ndarray, plan: P
     return _level(n, attempt, traces, plan, wall, load0, procs, sampler.series, start)
 
 
-def _level(n: int, attempt: int, traces: list[SessionTrace], plan: Plan, wall: float, load0: float,
-           procs: dict[str, dict[str, float]], proc_series: list[Any], start: float) -> LevelResult:
+def _level(
+    n: int,
+    attempt: int,
+    traces: list[SessionTrace],
+    plan: Plan,
+    wall: float,
+    load0: float,
+    procs: dict[str, dict[str, float]],
+    proc_series: list[Any],
+    start: float,
+) -> LevelResult:
     sessions = [summarize(t, plan.duration_s, plan.thresholds) for t in traces]
     lats: list[float] = []
     series: list[tuple[float, float]] = []
@@ -235,14 +269,30 @@ def _level(n: int, attempt: int, traces: list[SessionTrace], plan: Plan, wall: f
     per_session = {k: round(v["cpu_cores_mean"] / n, 5) for k, v in procs.items()}
     per_session["server"] = round(server_cores / n, 5)
     return LevelResult(
-        n=n, attempt=attempt, held=kept == n, sessions_kept_up=kept, errors=errors,
-        first_result_p50_s=pct(firsts, 50), first_result_max_s=round(max(firsts), 4) if firsts else None,
-        latency_p50_s=pct(lats, 50), latency_p95_s=pct(lats, 95), latency_p99_s=pct(lats, 99),
+        n=n,
+        attempt=attempt,
+        held=kept == n,
+        sessions_kept_up=kept,
+        errors=errors,
+        first_result_p50_s=pct(firsts, 50),
+        first_result_max_s=round(max(firsts), 4) if firsts else None,
+        latency_p50_s=pct(lats, 50),
+        latency_p95_s=pct(lats, 95),
+        latency_p99_s=pct(lats, 99),
         latency_max_s=round(max(lats), 4) if lats else None,
-        final_p50_s=pct(finals, 50), final_p99_s=pct(finals, 99),
+        final_p50_s=pct(finals, 50),
+        final_p99_s=pct(finals, 99),
         final_max_s=round(max(finals), 4) if finals else None,
-        slip_max_s=max(s.slip_max_s for s in sessions), wall_over_audio_max=max(walls) if walls else None,
-        results=sum(s.results for s in sessions), wall_s=round(wall, 2), load_avg_1m_before=round(load0, 2),
-        load_avg_1m_after=round(os.getloadavg()[0], 2), processes=procs, cpu_cores_per_session=per_session,
-        sessions=sessions, latencies=sorted(round(x, 4) for x in lats)[:: max(1, math.ceil(len(lats) / 5000))],
-        lag_series=series, proc_series=proc_series)
+        slip_max_s=max(s.slip_max_s for s in sessions),
+        wall_over_audio_max=max(walls) if walls else None,
+        results=sum(s.results for s in sessions),
+        wall_s=round(wall, 2),
+        load_avg_1m_before=round(load0, 2),
+        load_avg_1m_after=round(os.getloadavg()[0], 2),
+        processes=procs,
+        cpu_cores_per_session=per_session,
+        sessions=sessions,
+        latencies=sorted(round(x, 4) for x in lats)[:: max(1, math.ceil(len(lats) / 5000))],
+        lag_series=series,
+        proc_series=proc_series,
+    )

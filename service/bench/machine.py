@@ -21,5 +21,12 @@ def cpu_model() -> str:
 def describe(**extra: Any) -> dict[str, Any]:
     """CPUs (all, and usable by this process), CPU model, platform, Python, load averages; plus `extra`."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpus": os.cpu_count(), "cpus_usable": usable, "cpu": cpu_model(), "platform": platform.platform(),
-            "python": platform.python_version(), "load_avg": [round(x, 2) for x in os.getloadavg()], **extra}
+    return {
+        "cpus": os.cpu_count(),
+        "cpus_usable": usable,
+        "cpu": cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+        **extra,
+    }

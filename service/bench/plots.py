@@ -25,8 +25,11 @@ def write_plots(report: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
     for lv in levels:
         lats = sorted(lv["latencies"])
         if lats:
-            ax.plot([x * 1000 for x in lats], [(i + 1) / len(lats) for i in range(len(lats))],
-                    label=f"N={lv['n']}" + ("" if lv["held"] else " (lost)"))
+            ax.plot(
+                [x * 1000 for x in lats],
+                [(i + 1) / len(lats) for i in range(len(lats))],
+                label=f"N={lv['n']}" + ("" if lv["held"] else " (lost)"),
+            )
     ax.set_xscale("log")
     ax.set_xlabel("audio sent → interim result (ms)")
     ax.set_ylabel("fraction of results")
@@ -40,8 +43,13 @@ def write_plots(report: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
     show = [lv for lv in levels if lv["held"]][-1:] + [lv for lv in levels if not lv["held"]][:1]
     for lv in show or levels[-1:]:
         pts = lv["lag_series"]
-        ax.scatter([p[0] for p in pts], [p[1] * 1000 for p in pts], s=2, alpha=0.4,
-                   label=f"N={lv['n']}" + ("" if lv["held"] else " (lost)"))
+        ax.scatter(
+            [p[0] for p in pts],
+            [p[1] * 1000 for p in pts],
+            s=2,
+            alpha=0.4,
+            label=f"N={lv['n']}" + ("" if lv["held"] else " (lost)"),
+        )
     ax.set_xlabel("time since the level started (s)")
     ax.set_ylabel("latency of each result (ms)")
     ax.set_title("lag over time — " + title, fontsize=9)
@@ -52,8 +60,11 @@ def write_plots(report: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=80)
     ns = [lv["n"] for lv in levels]
     positive = False
-    for key, label in (("latency_p50_s", "latency p50"), ("latency_p99_s", "latency p99"),
-                       ("final_p99_s", "end of audio → final p99")):
+    for key, label in (
+        ("latency_p50_s", "latency p50"),
+        ("latency_p99_s", "latency p99"),
+        ("final_p99_s", "end of audio → final p99"),
+    ):
         ys = [(lv[key] or float("nan")) * 1000 for lv in levels]
         positive = positive or any(y > 0 for y in ys)
         ax.plot(ns, ys, marker="o", label=label)
@@ -63,8 +74,14 @@ def write_plots(report: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
     ax.set_xlabel("concurrent sessions")
     ax.set_ylabel("ms")
     ax2 = ax.twinx()
-    ax2.plot(ns, [lv["cpu_cores_per_session"].get("server", 0) * 1000 for lv in levels], color="grey",
-             linestyle="--", marker="x", label="server CPU per session (millicores)")
+    ax2.plot(
+        ns,
+        [lv["cpu_cores_per_session"].get("server", 0) * 1000 for lv in levels],
+        color="grey",
+        linestyle="--",
+        marker="x",
+        label="server CPU per session (millicores)",
+    )
     ax2.set_ylabel("server millicores per session")
     for lv in levels:
         if not lv["held"]:

@@ -36,26 +36,33 @@ class ProcSample:
 def read_proc(pid: int) -> ProcSample | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         statm = Path(f"/proc/{pid}/statm").read_text().split()
     except (OSError, ValueError):
         return None
-    return ProcSample(pid, int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK,
-                      int(statm[1]) * _PAGE, cmd, stat[stat.index("(") + 1:stat.rindex(")")])
+    return ProcSample(
+        pid,
+        int(fields[1]),
+        (int(fields[11]) + int(fields[12])) / _TICK,
+        int(statm[1]) * _PAGE,
+        cmd,
+        stat[stat.index("(") + 1 : stat.rindex(")")],
+    )
 
 
 def processes() -> dict[int, ProcSample]:
     """Every process now, by pid (those that vanish meanwhile are left out)."""
-    return {pid: s for pid in (int(p) for p in os.listdir("/proc") if p.isdigit())
-            if (s := read_proc(pid)) is not None}
+    return {pid: s for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()) if (s := read_proc(pid)) is not None}
 
 
 def is_sidecar(cmdline: str) -> bool:
     """The engine sidecar's command line: `python -m engine_sidecar ...` (or `voxgate sidecar ...`)."""
     words = cmdline.split()
-    return any(a == "-m" and b == SIDECAR_MODULE for a, b in zip(words, words[1:], strict=False)) \
+    return (
+        any(a == "-m" and b == SIDECAR_MODULE for a, b in zip(words, words[1:], strict=False))
         or "sidecar" in words[1:4]
+    )
 
 
 # Another server this process started: (its pid, its role, its descendants' role), e.g. vLLM's own server.
@@ -115,9 +122,15 @@ class ProcSampler:
             await asyncio.sleep(self.interval_s)
             now, cur = time.monotonic(), await asyncio.to_thread(snapshot, self.server_pid)
             dt = max(now - prev_t, 1e-6)
-            self.series.append((round(now - t0, 2), {
-                role: (round((cpu - prev.get(role, (cpu, 0))[0]) / dt, 3), round(rss / 2**20, 1))
-                for role, (cpu, rss) in cur.items()}))
+            self.series.append(
+                (
+                    round(now - t0, 2),
+                    {
+                        role: (round((cpu - prev.get(role, (cpu, 0))[0]) / dt, 3), round(rss / 2**20, 1))
+                        for role, (cpu, rss) in cur.items()
+                    },
+                )
+            )
             prev_t, prev = now, cur
 
     def start(self) -> None:
@@ -135,6 +148,9 @@ class ProcSampler:
         out: dict[str, dict[str, float]] = {}
         for role in roles:
             vals = [d[role] for _, d in self.series if role in d]
-            out[role] = {"cpu_cores_mean": round(sum(c for c, _ in vals) / len(vals), 3),
-                         "cpu_cores_max": max(c for c, _ in vals), "rss_mib_max": max(m for _, m in vals)}
+            out[role] = {
+                "cpu_cores_mean": round(sum(c for c, _ in vals) / len(vals), 3),
+                "cpu_cores_max": max(c for c, _ in vals),
+                "rss_mib_max": max(m for _, m in vals),
+            }
         return out

@@ -40,8 +40,21 @@ class ServerProc:
 
     @classmethod
     def for_engine(cls, engine: str, model: str, max_sessions: int, log_path: Path, extra: list[str]) -> ServerProc:
-        cmd = [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", engine,
-               "--max-sessions", str(max_sessions), "--idle-timeout-s", "120", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--port",
+            "0",
+            "--engine",
+            engine,
+            "--max-sessions",
+            str(max_sessions),
+            "--idle-timeout-s",
+            "120",
+            *extra,
+        ]
         if model:
             cmd += ["--model", model]
         return cls(cmd=cmd, log_path=log_path)

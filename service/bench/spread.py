@@ -54,11 +54,23 @@ async def drive(target: str, n: int, plan: Plan, loop: np.ndarray, processes: in
     if processes <= 1:
         return _outcome([_share(await run_level(target, n, 1, loop, plan, None))], 1)
     job, parts = {"target": target, "plan": dataclasses.asdict(plan)}, shares(n, processes)
-    children = [await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service.bench.spread", CHILD_FLAG, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE) for _ in parts]
-    replies = await asyncio.gather(*(child.communicate(json.dumps({**job, "n": share}).encode())
-                                     for child, share in zip(children, parts, strict=True)))
+    children = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "service.bench.spread",
+            CHILD_FLAG,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for _ in parts
+    ]
+    replies = await asyncio.gather(
+        *(
+            child.communicate(json.dumps({**job, "n": share}).encode())
+            for child, share in zip(children, parts, strict=True)
+        )
+    )
     for child in children:
         if child.returncode != 0:
             raise RuntimeError(f"a load-generator process exited {child.returncode}")
@@ -66,9 +78,16 @@ async def drive(target: str, n: int, plan: Plan, loop: np.ndarray, processes: in
 
 
 def _share(r: LevelResult) -> dict[str, Any]:
-    return {"n": r.n, "kept": r.sessions_kept_up, "errors": r.errors, "latencies": r.latencies,
-            "final_max_s": r.final_max_s, "slip_max_s": r.slip_max_s, "load_before": r.load_avg_1m_before,
-            "load_after": r.load_avg_1m_after}
+    return {
+        "n": r.n,
+        "kept": r.sessions_kept_up,
+        "errors": r.errors,
+        "latencies": r.latencies,
+        "final_max_s": r.final_max_s,
+        "slip_max_s": r.slip_max_s,
+        "load_before": r.load_avg_1m_before,
+        "load_after": r.load_avg_1m_after,
+    }
 
 
 def _outcome(parts: list[dict[str, Any]], processes: int) -> Outcome:
@@ -78,11 +97,19 @@ def _outcome(parts: list[dict[str, Any]], processes: int) -> Outcome:
         for kind, count in p["errors"].items():
             errors[kind] = errors.get(kind, 0) + count
     finals = [p["final_max_s"] for p in parts if p["final_max_s"] is not None]
-    return Outcome(n=sum(p["n"] for p in parts), sessions_kept_up=sum(p["kept"] for p in parts), errors=errors,
-                   latency_p50_s=pct(lats, 50), latency_p95_s=pct(lats, 95), latency_p99_s=pct(lats, 99),
-                   final_max_s=max(finals) if finals else None, slip_max_s=max(p["slip_max_s"] for p in parts),
-                   load_avg_1m_before=max(p["load_before"] for p in parts),
-                   load_avg_1m_after=max(p["load_after"] for p in parts), load_processes=processes)
+    return Outcome(
+        n=sum(p["n"] for p in parts),
+        sessions_kept_up=sum(p["kept"] for p in parts),
+        errors=errors,
+        latency_p50_s=pct(lats, 50),
+        latency_p95_s=pct(lats, 95),
+        latency_p99_s=pct(lats, 99),
+        final_max_s=max(finals) if finals else None,
+        slip_max_s=max(p["slip_max_s"] for p in parts),
+        load_avg_1m_before=max(p["load_before"] for p in parts),
+        load_avg_1m_after=max(p["load_after"] for p in parts),
+        load_processes=processes,
+    )
 
 
 def _child() -> int:

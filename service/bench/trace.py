@@ -79,14 +79,28 @@ def summarize(t: SessionTrace, audio_s: float, th: Thresholds) -> SessionSummary
     wall = (t.ended - t.sent[0]) / audio_s if t.ended and t.sent else None
     error = t.error or ("" if t.results else "no result")
     p95 = pct(lats, 95)
-    ok = (not error and p95 is not None and p95 <= th.latency_p95_s and final is not None
-          and final <= th.final_s and slip <= th.slip_s)
+    ok = (
+        not error
+        and p95 is not None
+        and p95 <= th.latency_p95_s
+        and final is not None
+        and final <= th.final_s
+        and slip <= th.slip_s
+    )
     return SessionSummary(
-        index=t.index, offset_s=t.offset_s, results=len(t.results),
+        index=t.index,
+        offset_s=t.offset_s,
+        results=len(t.results),
         first_result_s=None if first is None else round(first, 4),
-        latency_p50_s=pct(lats, 50), latency_p95_s=p95, latency_p99_s=pct(lats, 99),
+        latency_p50_s=pct(lats, 50),
+        latency_p95_s=p95,
+        latency_p99_s=pct(lats, 99),
         latency_max_s=round(max(lats), 4) if lats else None,
-        final_s=None if final is None else round(final, 4), ended_s=None if ended is None else round(ended, 4),
-        slip_max_s=round(slip, 4), slip_max_at_s=round(slip_at, 2),
+        final_s=None if final is None else round(final, 4),
+        ended_s=None if ended is None else round(ended, 4),
+        slip_max_s=round(slip, 4),
+        slip_max_at_s=round(slip_at, 2),
         wall_over_audio=None if wall is None else round(wall, 4),
-        keeps_up=ok, error=error)
+        keeps_up=ok,
+        error=error,
+    )

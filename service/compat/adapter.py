@@ -57,9 +57,17 @@ def field_map(config_prefix: str, audio_field: str, extra: Mapping[str, str] | N
     return names
 
 
-def voxgate_config(*, encoding: pb.AudioEncoding.ValueType, sample_rate_hz: int, channels: int, language_code: str,
-                   interim_results: bool, word_time_offsets: bool, silence_ms: int = 0,
-                   separate_channels: bool = False) -> pb.StreamingConfig:
+def voxgate_config(
+    *,
+    encoding: pb.AudioEncoding.ValueType,
+    sample_rate_hz: int,
+    channels: int,
+    language_code: str,
+    interim_results: bool,
+    word_time_offsets: bool,
+    silence_ms: int = 0,
+    separate_channels: bool = False,
+) -> pb.StreamingConfig:
     """The voxgate.v1 config a compat config maps to; G.711 without a rate means 8 kHz.
 
     Both vendors recognize only the first channel of multichannel audio unless asked for separate recognition.
@@ -67,10 +75,15 @@ def voxgate_config(*, encoding: pb.AudioEncoding.ValueType, sample_rate_hz: int,
     if not sample_rate_hz and encoding in (pb.AUDIO_ENCODING_MULAW, pb.AUDIO_ENCODING_ALAW):
         sample_rate_hz = 8000
     return pb.StreamingConfig(
-        encoding=encoding, sample_rate_hz=sample_rate_hz, audio_channel_count=channels,
-        language_code=language_code, interim_results=interim_results, enable_word_time_offsets=word_time_offsets,
+        encoding=encoding,
+        sample_rate_hz=sample_rate_hz,
+        audio_channel_count=channels,
+        language_code=language_code,
+        interim_results=interim_results,
+        enable_word_time_offsets=word_time_offsets,
         endpointing=pb.EndpointingConfig(silence_ms=silence_ms),
-        channel_mode=pb.CHANNEL_MODE_SEPARATE if separate_channels else pb.CHANNEL_MODE_FIRST)
+        channel_mode=pb.CHANNEL_MODE_SEPARATE if separate_channels else pb.CHANNEL_MODE_FIRST,
+    )
 
 
 def frame_bytes(config: pb.StreamingConfig) -> int:
@@ -82,11 +95,12 @@ def audio_pieces(data: bytes, limit: int, frame: int = 2) -> Iterator[AudioIn]:
     """Compat audio messages may be larger than voxgate's per-message limit: split them (on whole frames)."""
     step = max(frame, limit - limit % frame)
     for i in range(0, len(data), step):
-        yield AudioIn(data[i:i + step])
+        yield AudioIn(data[i : i + step])
 
 
-async def stream_inputs(requests: AsyncIterator[Any], audio_field: str, oneof: str, limit: int,
-                        stop: asyncio.Event, frame: int = 2) -> AsyncIterator[ClientInput]:
+async def stream_inputs(
+    requests: AsyncIterator[Any], audio_field: str, oneof: str, limit: int, stop: asyncio.Event, frame: int = 2
+) -> AsyncIterator[ClientInput]:
     """Audio requests → voxgate inputs until the client half-closes or `stop` is set (single utterance).
 
     A second config is a PROTOCOL_ORDER error; a request with no audio (empty, or only a Riva `id`)
@@ -130,8 +144,13 @@ async def whole_audio(data: bytes, limit: int, frame: int = 2) -> AsyncIterator[
         yield piece
 
 
-async def session(speech: SpeechServicer, api: str, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput],
-                  context: grpc.aio.ServicerContext) -> AsyncIterator[tuple[SessionConfig, SessionOutput]]:
+async def session(
+    speech: SpeechServicer,
+    api: str,
+    config: pb.StreamingConfig,
+    inputs: AsyncIterator[ClientInput],
+    context: grpc.aio.ServicerContext,
+) -> AsyncIterator[tuple[SessionConfig, SessionOutput]]:
     """One voxgate session for a compat RPC: (effective config, output) from Started to Ended.
 
     SpeechServicer.run_session does validation, admission, limits and drain exactly as for
@@ -161,8 +180,13 @@ def _end_detached(speech: SpeechServicer, token: str) -> None:
             live.stop_input(EndReason.CLIENT_END)
 
 
-async def finals(speech: SpeechServicer, api: str, config: pb.StreamingConfig, inputs: AsyncIterator[ClientInput],
-                 context: grpc.aio.ServicerContext) -> tuple[SessionConfig, list[Result]]:
+async def finals(
+    speech: SpeechServicer,
+    api: str,
+    config: pb.StreamingConfig,
+    inputs: AsyncIterator[ClientInput],
+    context: grpc.aio.ServicerContext,
+) -> tuple[SessionConfig, list[Result]]:
     """Run a whole session (unary Recognize): its effective config and its final results."""
     effective: SessionConfig | None = None
     results: list[Result] = []
@@ -212,9 +236,9 @@ class CompatServicer:
     def voxgate_config(self, rc: Any, interim_results: bool, prefix: str) -> pb.StreamingConfig:
         raise NotImplementedError
 
-    async def _streaming(self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext,
-                         stop: asyncio.Event | None = None) -> AsyncIterator[tuple[Any, SessionConfig, SessionOutput,
-                                                                                      float]]:
+    async def _streaming(
+        self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext, stop: asyncio.Event | None = None
+    ) -> AsyncIterator[tuple[Any, SessionConfig, SessionOutput, float]]:
         """A StreamingRecognize: (its first request, the effective config, an output, the interim results'
         stability) for every output of the session on the requests' `audio_content`, read until `stop` is set."""
         requests = aiter(request_iterator)
@@ -224,8 +248,14 @@ class CompatServicer:
                 return
             sc = first.streaming_config
             config = self.voxgate_config(sc.config, sc.interim_results, "streaming_config.config.")
-            inputs = stream_inputs(requests, "audio_content", "streaming_request", self._limit,
-                                   stop or asyncio.Event(), frame_bytes(config))
+            inputs = stream_inputs(
+                requests,
+                "audio_content",
+                "streaming_request",
+                self._limit,
+                stop or asyncio.Event(),
+                frame_bytes(config),
+            )
             stability = REVISABLE_STABILITY
             async for cfg, out in session(self._speech, self.service, config, inputs, context):
                 if isinstance(out, Started):
@@ -234,14 +264,16 @@ class CompatServicer:
         except errors.StreamError as exc:
             await abort(context, exc, self.stream_fields)
 
-    async def _recognize(self, rc: Any, audio: Callable[[], bytes], context: grpc.aio.ServicerContext
-                         ) -> tuple[SessionConfig, list[Result]]:
+    async def _recognize(
+        self, rc: Any, audio: Callable[[], bytes], context: grpc.aio.ServicerContext
+    ) -> tuple[SessionConfig, list[Result]]:
         """A Recognize: the whole `audio()` (which may refuse the request) as one session, its final results."""
         try:
             data = audio()
             config = self.voxgate_config(rc, False, "config.")
-            return await finals(self._speech, self.service, config,
-                                whole_audio(data, self._limit, frame_bytes(config)), context)
+            return await finals(
+                self._speech, self.service, config, whole_audio(data, self._limit, frame_bytes(config)), context
+            )
         except errors.StreamError as exc:
             await abort(context, exc, self.unary_fields)
             raise AssertionError("unreachable: abort raises") from exc

@@ -41,32 +41,44 @@ def voxgate_config(rc: gs.RecognitionConfig, interim_results: bool, prefix: str)
     if rc.encoding not in ENCODINGS:
         name = AudioEncoding.Name(rc.encoding) if rc.encoding in AudioEncoding.values() else str(rc.encoding)
         raise errors.unsupported_format(
-            prefix + "encoding", f"encoding must be LINEAR16 or MULAW for headerless audio (got {name})")
+            prefix + "encoding", f"encoding must be LINEAR16 or MULAW for headerless audio (got {name})"
+        )
     return adapter.voxgate_config(
-        encoding=ENCODINGS[rc.encoding], sample_rate_hz=rc.sample_rate_hertz, channels=rc.audio_channel_count,
-        language_code=rc.language_code, interim_results=interim_results,
+        encoding=ENCODINGS[rc.encoding],
+        sample_rate_hz=rc.sample_rate_hertz,
+        channels=rc.audio_channel_count,
+        language_code=rc.language_code,
+        interim_results=interim_results,
         word_time_offsets=rc.enable_word_time_offsets,
-        separate_channels=rc.enable_separate_recognition_per_channel)
+        separate_channels=rc.enable_separate_recognition_per_channel,
+    )
 
 
 def _alternative(r: Result, words: bool) -> gs.SpeechRecognitionAlternative:
     alt = gs.SpeechRecognitionAlternative(transcript=r.text)
     if words and r.is_final:
-        alt.words.extend(gs.WordInfo(word=w.word, start_time=_duration(w.start_ms), end_time=_duration(w.end_ms))
-                         for w in r.words)
+        alt.words.extend(
+            gs.WordInfo(word=w.word, start_time=_duration(w.start_ms), end_time=_duration(w.end_ms)) for w in r.words
+        )
     return alt
 
 
 def streaming_result(r: Result, language: str, words: bool, stability: float) -> gs.StreamingRecognitionResult:
     return gs.StreamingRecognitionResult(
-        alternatives=[_alternative(r, words)], is_final=r.is_final,
-        stability=0.0 if r.is_final else stability, result_end_time=_duration(r.end_ms),
-        channel_tag=r.channel, language_code=language)
+        alternatives=[_alternative(r, words)],
+        is_final=r.is_final,
+        stability=0.0 if r.is_final else stability,
+        result_end_time=_duration(r.end_ms),
+        channel_tag=r.channel,
+        language_code=language,
+    )
 
 
 def _event(kind: int, offset_ms: int) -> gs.StreamingRecognizeResponse:
-    return gs.StreamingRecognizeResponse(speech_event_type=kind,  # type: ignore[arg-type]
-                                         speech_event_time=_duration(offset_ms))
+    return gs.StreamingRecognizeResponse(
+        speech_event_type=kind,  # type: ignore[arg-type]
+        speech_event_time=_duration(offset_ms),
+    )
 
 
 def _inline_audio(request: gs.RecognizeRequest) -> bytes:
@@ -91,7 +103,8 @@ class GoogleSpeechServicer(adapter.CompatServicer, cloud_speech_pb2_grpc.SpeechS
             sc = first.streaming_config
             if isinstance(out, Result):
                 yield gs.StreamingRecognizeResponse(
-                    results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)])
+                    results=[streaming_result(out, cfg.language_code, cfg.word_time_offsets, stability)]
+                )
             elif isinstance(out, SpeechEvent):
                 if sc.enable_voice_activity_events:
                     kind = EventType.SPEECH_ACTIVITY_BEGIN if out.started else EventType.SPEECH_ACTIVITY_END
@@ -100,11 +113,16 @@ class GoogleSpeechServicer(adapter.CompatServicer, cloud_speech_pb2_grpc.SpeechS
                     end_of_utterance.set()
                     yield _event(EventType.END_OF_SINGLE_UTTERANCE, out.offset_ms)
 
-    async def Recognize(
-        self, request: gs.RecognizeRequest, context: grpc.aio.ServicerContext
-    ) -> gs.RecognizeResponse:
+    async def Recognize(self, request: gs.RecognizeRequest, context: grpc.aio.ServicerContext) -> gs.RecognizeResponse:
         cfg, results = await self._recognize(request.config, lambda: _inline_audio(request), context)
-        return gs.RecognizeResponse(results=[
-            gs.SpeechRecognitionResult(alternatives=[_alternative(r, cfg.word_time_offsets)], channel_tag=r.channel,
-                                       result_end_time=_duration(r.end_ms), language_code=cfg.language_code)
-            for r in results])
+        return gs.RecognizeResponse(
+            results=[
+                gs.SpeechRecognitionResult(
+                    alternatives=[_alternative(r, cfg.word_time_offsets)],
+                    channel_tag=r.channel,
+                    result_end_time=_duration(r.end_ms),
+                    language_code=cfg.language_code,
+                )
+                for r in results
+            ]
+        )

@@ -60,20 +60,28 @@ class Security:
 
     def describe(self) -> dict[str, object]:
         """For the `listening` log line."""
-        return {"tls": "mutual" if self._config.tls_client_ca else bool(self.tls),
-                "auth": "tokens" if self.tokens is not None else "off",
-                "tenants": len(self.tokens.tenants) if self.tokens is not None else 0}
+        return {
+            "tls": "mutual" if self._config.tls_client_ca else bool(self.tls),
+            "auth": "tokens" if self.tokens is not None else "off",
+            "tenants": len(self.tokens.tenants) if self.tokens is not None else 0,
+        }
 
     def warn_if_exposed(self, host: str) -> None:
         if self.tls is None and not is_loopback(host):
-            log.warning("insecure_listener", host=host,
-                        message=f"listening on {host or 'all interfaces'} WITHOUT TLS: audio, transcripts"
-                        + (" and bearer tokens" if self.tokens is not None else "")
-                        + " travel in clear text on the network; set --tls-cert/--tls-key, "
-                        "or listen on 127.0.0.1 behind a TLS-terminating proxy")
+            log.warning(
+                "insecure_listener",
+                host=host,
+                message=f"listening on {host or 'all interfaces'} WITHOUT TLS: audio, transcripts"
+                + (" and bearer tokens" if self.tokens is not None else "")
+                + " travel in clear text on the network; set --tls-cert/--tls-key, "
+                "or listen on 127.0.0.1 behind a TLS-terminating proxy",
+            )
         if self.tokens is None and not is_loopback(host):
-            log.warning("unauthenticated_listener", host=host,
-                        message="no --auth-tokens-file: any client that reaches this port may open sessions")
+            log.warning(
+                "unauthenticated_listener",
+                host=host,
+                message="no --auth-tokens-file: any client that reaches this port may open sessions",
+            )
 
     def reload(self) -> None:
         """SIGHUP: read the certificate and token files again; keep the old ones if a file is bad."""

@@ -33,11 +33,13 @@ API_OF_SERVICE = {
     "nvidia.riva.asr.RivaSpeechRecognition": "riva",
     "google.cloud.speech.v1.Speech": "google",
 }
-OPEN_SERVICES = frozenset({
-    "grpc.health.v1.Health",
-    "grpc.reflection.v1alpha.ServerReflection",
-    "grpc.reflection.v1.ServerReflection",
-})
+OPEN_SERVICES = frozenset(
+    {
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+        "grpc.reflection.v1.ServerReflection",
+    }
+)
 
 _tenant: ContextVar[Tenant | None] = ContextVar("voxgate_tenant", default=None)
 
@@ -64,15 +66,22 @@ def authenticate(book: TokenBook, service: str, metadata: Any) -> Tenant:
     """The tenant the call's token names, allowed to call `service`; else StreamError."""
     token = bearer_token(metadata)
     if token is None:
-        raise errors.StreamError(grpc.StatusCode.UNAUTHENTICATED, errors.TOKEN_MISSING,
-                                 "a bearer token is required: send metadata 'authorization: Bearer <token>'")
+        raise errors.StreamError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            errors.TOKEN_MISSING,
+            "a bearer token is required: send metadata 'authorization: Bearer <token>'",
+        )
     tenant = book.lookup(token)
     if tenant is None:
         raise errors.StreamError(grpc.StatusCode.UNAUTHENTICATED, errors.TOKEN_INVALID, "the bearer token is not valid")
     api = API_OF_SERVICE.get(service)
     if api is not None and api not in tenant.apis:
-        raise errors.StreamError(grpc.StatusCode.PERMISSION_DENIED, errors.API_NOT_ALLOWED,
-                                 f"tenant {tenant.name!r} may not use the {api} API", info={"api": api})
+        raise errors.StreamError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            errors.API_NOT_ALLOWED,
+            f"tenant {tenant.name!r} may not use the {api} API",
+            info={"api": api},
+        )
     return tenant
 
 
@@ -81,7 +90,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self._book = book  # the current book (SIGHUP may replace it)
 
     async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         method = handler_call_details.method  # "/package.Service/Method"
@@ -98,18 +108,19 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _replace(handler: grpc.RpcMethodHandler, behavior: Callable[..., Any]) -> grpc.RpcMethodHandler:
-    make = {(False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler}[(handler.request_streaming,
-                                                                  handler.response_streaming)]
-    return make(behavior, request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer)
+    make = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[(handler.request_streaming, handler.response_streaming)]
+    return make(
+        behavior, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+    )
 
 
 def _behavior(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
-    return (handler.unary_unary or handler.unary_stream or handler.stream_unary
-            or handler.stream_stream)
+    return handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
 
 
 def _rejecting(handler: grpc.RpcMethodHandler, exc: errors.StreamError) -> grpc.RpcMethodHandler:
@@ -128,6 +139,7 @@ def _with_tenant(handler: grpc.RpcMethodHandler, tenant: Tenant) -> grpc.RpcMeth
     """The same handler, run with the tenant set (the RPC runs in its own task: nothing leaks out)."""
     behavior = _behavior(handler)
     if inspect.isasyncgenfunction(behavior):
+
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             _enter(tenant)
             responses = behavior(request, context)

@@ -52,7 +52,8 @@ class ReloadingCredentials:
         self._pending: grpc.ServerCertificateConfiguration | None = None
         initial = files.load()
         self.credentials = grpc.dynamic_ssl_server_credentials(
-            initial, self._fetch, require_client_authentication=bool(files.client_ca))
+            initial, self._fetch, require_client_authentication=bool(files.client_ca)
+        )
 
     def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
         # Called by gRPC (on its own thread) before each handshake; None keeps the current configuration.

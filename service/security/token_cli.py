@@ -13,8 +13,9 @@ def add_token_arguments(parser: argparse.ArgumentParser) -> None:
     new = sub.add_parser("new", help="a new random token (line 1) and its token-file line (line 2)")
     new.add_argument("tenant", nargs="?", default="TENANT", help="tenant name to put in the file line")
     hashed = sub.add_parser("hash", help="the 'sha256:<hex>' entry of an existing token")
-    hashed.add_argument("token", nargs="?", help="the token; omitted: read one line from stdin (keeps it out of "
-                                                 "shell history)")
+    hashed.add_argument(
+        "token", nargs="?", help="the token; omitted: read one line from stdin (keeps it out of shell history)"
+    )
 
 
 def run_token(args: argparse.Namespace) -> int:
@@ -22,8 +23,9 @@ def run_token(args: argparse.Namespace) -> int:
         token = new_token()
         print(token)
         print(f"{hash_token(token)} {args.tenant}")
-        print("# line 1 goes to the client (it is stored nowhere); line 2 goes into --auth-tokens-file",
-              file=sys.stderr)
+        print(
+            "# line 1 goes to the client (it is stored nowhere); line 2 goes into --auth-tokens-file", file=sys.stderr
+        )
         return 0
     token = args.token if args.token is not None else sys.stdin.readline().strip()
     if not token:

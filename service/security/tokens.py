@@ -137,8 +137,10 @@ def _build(raw: dict[str, dict[str, Any]]) -> dict[bytes, Tenant]:
         tenant = Tenant(name, max_sessions, frozenset(apis))
         for digest in spec["tokens"]:
             if not isinstance(digest, str) or not _DIGEST.match(digest):
-                raise TokenFileError(f"tenant {name!r}: tokens are stored hashed, as 'sha256:<64 lowercase hex>' "
-                                     "(make one with `voxgate token hash`)")
+                raise TokenFileError(
+                    f"tenant {name!r}: tokens are stored hashed, as 'sha256:<64 lowercase hex>' "
+                    "(make one with `voxgate token hash`)"
+                )
             key = bytes.fromhex(digest.removeprefix(PREFIX))
             if key in entries:
                 raise TokenFileError(f"a token digest appears twice (tenants {entries[key].name!r} and {name!r})")

@@ -77,8 +77,16 @@ class _Feed:
 class ChannelSessions:
     """The Session interface the servicer uses (start, attach, consume, log, …) over one Session per channel."""
 
-    def __init__(self, session_id: str, cfg: SessionConfig, server: Config, engines: EngineSource,
-                 clock: Clock, on_end: Callable[[ChannelSessions], None], token_prefix: str = "") -> None:
+    def __init__(
+        self,
+        session_id: str,
+        cfg: SessionConfig,
+        server: Config,
+        engines: EngineSource,
+        clock: Clock,
+        on_end: Callable[[ChannelSessions], None],
+        token_prefix: str = "",
+    ) -> None:
         self.session_id = session_id
         self.cfg = cfg
         self.resume_token = token_prefix + secrets.token_urlsafe(24)  # prefix: the worker that holds it
@@ -91,8 +99,17 @@ class ChannelSessions:
         part = replace(cfg, channels=1, encoding=self._split.output_encoding)
         self._tags = [k + 1 if separate else 0 for k in range(self._split.outputs)]
         quiet = replace(part, flow_status_interval_s=0.0)  # one clock: the first channel's FlowStatus speaks for all
-        self._children = [Session(f"{session_id}-ch{tag}" if separate else session_id, quiet if k else part,
-                                  server, engines, clock, lambda _: None) for k, tag in enumerate(self._tags)]
+        self._children = [
+            Session(
+                f"{session_id}-ch{tag}" if separate else session_id,
+                quiet if k else part,
+                server,
+                engines,
+                clock,
+                lambda _: None,
+            )
+            for k, tag in enumerate(self._tags)
+        ]
         self._ends: dict[int, Ended] = {}
         self._decisive: Session | None = None  # the channel whose ending is the session's
         self._pumps: set[asyncio.Task[None]] = set()
@@ -138,18 +155,23 @@ class ChannelSessions:
 
     def attach(self, resume_audio_bytes: int | None, resume_last_seq: int = 0) -> None:
         if self._attached:
-            raise errors.StreamError(grpc.StatusCode.FAILED_PRECONDITION, errors.SESSION_ATTACHED,
-                                     "the session is still attached to another stream")
+            raise errors.StreamError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                errors.SESSION_ATTACHED,
+                "the session is still attached to another stream",
+            )
         if resume_last_seq > self.log.last_seq:
-            raise errors.invalid_config("config.resume_last_seq",
-                                        f"resume_last_seq {resume_last_seq} is beyond the last response "
-                                        f"({self.log.last_seq}) of this session")
+            raise errors.invalid_config(
+                "config.resume_last_seq",
+                f"resume_last_seq {resume_last_seq} is beyond the last response ({self.log.last_seq}) of this session",
+            )
         part_bytes = None
         if resume_audio_bytes is not None:
             if resume_audio_bytes % self._split.frame_bytes:
-                raise errors.invalid_config("config.resume_audio_bytes",
-                                            f"resume_audio_bytes {resume_audio_bytes} is not whole frames of "
-                                            f"{self._split.frame_bytes} bytes")
+                raise errors.invalid_config(
+                    "config.resume_audio_bytes",
+                    f"resume_audio_bytes {resume_audio_bytes} is not whole frames of {self._split.frame_bytes} bytes",
+                )
             part_bytes = self._split.to_output_bytes(resume_audio_bytes)
         attached: list[Session] = []
         try:
@@ -207,14 +229,17 @@ class ChannelSessions:
     def _parts(self, data: bytes) -> list[bytes]:
         if len(data) > self._limit:
             raise errors.StreamError(
-                grpc.StatusCode.INVALID_ARGUMENT, errors.AUDIO_MESSAGE_TOO_LARGE,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                errors.AUDIO_MESSAGE_TOO_LARGE,
                 f"audio message of {len(data)} bytes exceeds max_audio_bytes_per_message={self._limit}",
-                field="audio")
+                field="audio",
+            )
         try:
             return self._split.split(data)
         except InvalidAudio as exc:
-            raise errors.StreamError(grpc.StatusCode.INVALID_ARGUMENT, errors.INVALID_AUDIO, str(exc),
-                                     field="audio") from exc
+            raise errors.StreamError(
+                grpc.StatusCode.INVALID_ARGUMENT, errors.INVALID_AUDIO, str(exc), field="audio"
+            ) from exc
 
     # -- the channels' outputs → the session's ------------------------------
 
@@ -284,8 +309,15 @@ class ChannelSessions:
 AnySession = Session | ChannelSessions
 
 
-def new_session(session_id: str, cfg: SessionConfig, server: Config, engines: EngineSource, clock: Clock,
-                on_end: Callable[[AnySession], None], token_prefix: str = "") -> AnySession:
+def new_session(
+    session_id: str,
+    cfg: SessionConfig,
+    server: Config,
+    engines: EngineSource,
+    clock: Clock,
+    on_end: Callable[[AnySession], None],
+    token_prefix: str = "",
+) -> AnySession:
     """A plain Session for mono audio, the channel composition for more than one channel."""
     if cfg.channels > 1:
         return ChannelSessions(session_id, cfg, server, engines, clock, on_end, token_prefix)

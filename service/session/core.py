@@ -45,8 +45,16 @@ HALF_CLOSE_GRACE_S = 0.02  # end of the request stream → half-close, unless th
 
 
 class Session:
-    def __init__(self, session_id: str, cfg: SessionConfig, server: Config, engines: EngineSource,
-                 clock: Clock, on_end: Callable[[Session], None], token_prefix: str = "") -> None:
+    def __init__(
+        self,
+        session_id: str,
+        cfg: SessionConfig,
+        server: Config,
+        engines: EngineSource,
+        clock: Clock,
+        on_end: Callable[[Session], None],
+        token_prefix: str = "",
+    ) -> None:
         self.session_id = session_id
         self.cfg = cfg
         self.resume_token = token_prefix + secrets.token_urlsafe(24)  # prefix: the worker that holds it
@@ -65,8 +73,9 @@ class Session:
         queue = engine_queue()
         self._inbound = Inbound(cfg, server, clock, queue, self.log, self._stats, self._timers)
         self._results = Results(session_id, cfg.interim_results, self.log, self._stats)
-        self._engine = EngineChain(session_id, cfg.language_code, server, engines, clock, queue, self.log,
-                                   self._results)
+        self._engine = EngineChain(
+            session_id, cfg.language_code, server, engines, clock, queue, self.log, self._results
+        )
 
     @property
     def ended(self) -> bool:
@@ -95,10 +104,16 @@ class Session:
         info = await self._engine.open()
         self._spawn(self._run_engine())
         self._spawn(self._watch_timers())
-        started = Started(self.session_id, info.engine, info.model, self.resume_token,
-                          self._server.resume_window_s, position_mode=info.position_mode,
-                          position_mode_reason=info.position_mode_reason,
-                          interim_stability=info.interim_stability)
+        started = Started(
+            self.session_id,
+            info.engine,
+            info.model,
+            self.resume_token,
+            self._server.resume_window_s,
+            position_mode=info.position_mode,
+            position_mode_reason=info.position_mode_reason,
+            interim_stability=info.interim_stability,
+        )
         self.log.append(started)
         self.started = started
         return started
@@ -112,12 +127,16 @@ class Session:
 
     def attach(self, resume_audio_bytes: int | None, resume_last_seq: int = 0) -> None:
         if self._attached:
-            raise errors.StreamError(grpc.StatusCode.FAILED_PRECONDITION, errors.SESSION_ATTACHED,
-                                     "the session is still attached to another stream")
+            raise errors.StreamError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                errors.SESSION_ATTACHED,
+                "the session is still attached to another stream",
+            )
         if resume_last_seq > self.log.last_seq:  # else responses up to it would be skipped, unseen
-            raise errors.invalid_config("config.resume_last_seq",
-                                        f"resume_last_seq {resume_last_seq} is beyond the last response "
-                                        f"({self.log.last_seq}) of this session")
+            raise errors.invalid_config(
+                "config.resume_last_seq",
+                f"resume_last_seq {resume_last_seq} is beyond the last response ({self.log.last_seq}) of this session",
+            )
         if resume_audio_bytes is not None:
             self._inbound.intake.resume_from(resume_audio_bytes)
         self._attached = True
@@ -220,8 +239,12 @@ class Session:
             if task is not asyncio.current_task():
                 task.cancel()
         self._on_end(self)
-        log.info("session_ended", reason=self.ending.reason.value, engine_restarts=self.engine_restarts,
-                 freeze_recoveries=self.freeze_recoveries)
+        log.info(
+            "session_ended",
+            reason=self.ending.reason.value,
+            engine_restarts=self.engine_restarts,
+            freeze_recoveries=self.freeze_recoveries,
+        )
 
     def record_metrics(self) -> None:
         self._stats.ended(self.ending.reason, self._engine.written_ms, self.engine_restarts, self.freeze_recoveries)
@@ -244,13 +267,22 @@ class Session:
             if due.idle_timeout:
                 self.stop_input(EndReason.IDLE_TIMEOUT)
             elif due.idle_warning_after_s is not None:
-                self.log.append(Notice("IDLE_WARNING", f"no audio or keep_alive for {due.idle_warning_after_s:.1f}s; "
-                                       f"the session ends after {self.cfg.idle_timeout_s:.1f}s without one"))
+                self.log.append(
+                    Notice(
+                        "IDLE_WARNING",
+                        f"no audio or keep_alive for {due.idle_warning_after_s:.1f}s; "
+                        f"the session ends after {self.cfg.idle_timeout_s:.1f}s without one",
+                    )
+                )
             if due.flow_report:
                 self.log.append(self.flow_report())
 
     def flow_report(self) -> FlowReport:
         intake = self._inbound.intake
         buffered = intake.produced_ms - self._engine.written_ms
-        return FlowReport(acked_audio_ms=intake.received_ms, acked_audio_bytes=intake.bytes_in,
-                          buffered_audio_ms=max(buffered, 0), lag_ms=self._engine.write_lag_ms if buffered > 0 else 0)
+        return FlowReport(
+            acked_audio_ms=intake.received_ms,
+            acked_audio_bytes=intake.bytes_in,
+            buffered_audio_ms=max(buffered, 0),
+            lag_ms=self._engine.write_lag_ms if buffered > 0 else 0,
+        )

@@ -65,8 +65,17 @@ ChainEnd = EngineDone | EngineGone
 
 
 class EngineChain:
-    def __init__(self, session_id: str, language: str, server: Config, engines: EngineSource, clock: Clock,
-                 queue: EngineQueue, log: ResponseLog, results: Results) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        language: str,
+        server: Config,
+        engines: EngineSource,
+        clock: Clock,
+        queue: EngineQueue,
+        log: ResponseLog,
+        results: Results,
+    ) -> None:
         self.restarts = 0
         self.freeze_recoveries = 0
         self.written_ms = 0  # session time up to which audio went to the engine
@@ -107,9 +116,13 @@ class EngineChain:
                 try:
                     return await self._run_stream(self._stream)
                 except EngineFailed as exc:
-                    return EngineGone(EndReason.ERROR, errors.StreamError(
-                        grpc.StatusCode.INTERNAL, errors.ENGINE_ERROR, f"the engine failed on this session: {exc}"),
-                        "the engine failed on this session")
+                    return EngineGone(
+                        EndReason.ERROR,
+                        errors.StreamError(
+                            grpc.StatusCode.INTERNAL, errors.ENGINE_ERROR, f"the engine failed on this session: {exc}"
+                        ),
+                        "the engine failed on this session",
+                    )
                 except (EngineLost, Frozen) as exc:
                     await self._stream.cancel()
                     if (gone := await self._reconnect(exc)) is not None:
@@ -127,13 +140,15 @@ class EngineChain:
         try:
             return await self._engines.open(self._session_id, self._language, base_ms, wait_s, failed)
         except EngineUnavailable:
-            raise errors.unavailable(errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting",
-                                     retry) from None
+            raise errors.unavailable(
+                errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting", retry
+            ) from None
         except EngineFull as exc:
             raise errors.unavailable(errors.CAPACITY, f"engine has no free slot: {exc}", retry) from exc
         except EngineLost as exc:
-            raise errors.unavailable(errors.ENGINE_UNAVAILABLE, f"engine could not open a session: {exc}",
-                                     retry) from exc
+            raise errors.unavailable(
+                errors.ENGINE_UNAVAILABLE, f"engine could not open a session: {exc}", retry
+            ) from exc
 
     async def _run_stream(self, stream: EngineStream) -> EngineDone:
         """One stream until Closed or the final flush gives up; raises EngineLost, EngineFailed or Frozen."""
@@ -232,16 +247,20 @@ class EngineChain:
         else:
             self.restarts += 1
         metrics.ENGINE_EVENTS.labels("engine_reset" if frozen else "engine_restarted").inc()
-        tracing.session_event(self._session_id, "engine_reset" if frozen else "engine_restarted",
-                              {"audio_ms": self.written_ms})
+        tracing.session_event(
+            self._session_id, "engine_reset" if frozen else "engine_restarted", {"audio_ms": self.written_ms}
+        )
         self._results.finalize()
         # A lost engine's sessions reopen on whichever engine has room (the restarted one or, with several
         # engines, another), so the notice says what happened to this session, not which engine it lands on.
         what = "engine session froze; it was reset" if frozen else "the speech engine serving this session stopped"
         log.warning("engine_seam", cause=str(cause), replay_ms=self._replay.duration_ms())
-        self._log.append(Notice("ENGINE_RESET" if frozen else "ENGINE_RESTARTED",
-                                f"{what}; the current utterance was closed and audio since then is replayed "
-                                "to a fresh engine session"))
+        self._log.append(
+            Notice(
+                "ENGINE_RESET" if frozen else "ENGINE_RESTARTED",
+                f"{what}; the current utterance was closed and audio since then is replayed to a fresh engine session",
+            )
+        )
         base = self._replay.start_ms(default_ms=self.written_ms)
         # A frozen session's sidecar is alive: its stream is not stale, do not wait for it to go down.
         failed = None if frozen else self._stream
@@ -255,9 +274,15 @@ class EngineChain:
             except errors.StreamError as exc:
                 attempts -= 1
                 if attempts <= 0 or self._clock.monotonic() >= deadline:
-                    return EngineGone(EndReason.ENGINE_LOST, errors.unavailable(
-                        errors.ENGINE_UNAVAILABLE, f"the speech engine was lost mid-session: {exc}",
-                        self._server.retry_delay_s), "the speech engine stopped; reconnect to continue")
+                    return EngineGone(
+                        EndReason.ENGINE_LOST,
+                        errors.unavailable(
+                            errors.ENGINE_UNAVAILABLE,
+                            f"the speech engine was lost mid-session: {exc}",
+                            self._server.retry_delay_s,
+                        ),
+                        "the speech engine stopped; reconnect to continue",
+                    )
                 # The sidecar may be dead but not yet noticed (its stub still looks ready), or restarting:
                 # keep trying until the recovery deadline rather than give up on the first refusal.
                 log.info("engine_reopen_retry", error=str(exc))

@@ -30,8 +30,7 @@ def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
     if isinstance(out, Delta):
         return replace(out, start_ms=out.start_ms + base_ms, end_ms=out.end_ms + base_ms)
     if isinstance(out, Revision):
-        return Revision(tuple(replace(d, start_ms=d.start_ms + base_ms, end_ms=d.end_ms + base_ms)
-                              for d in out.deltas))
+        return Revision(tuple(replace(d, start_ms=d.start_ms + base_ms, end_ms=d.end_ms + base_ms) for d in out.deltas))
     if isinstance(out, Flushed | Closed | Progress):
         return replace(out, audio_ms=out.audio_ms + base_ms)
     if isinstance(out, Diagnostic):
@@ -45,13 +44,15 @@ class EngineLink:
     that closes or breaks without one is a sidecar gone (EngineLost); dropping the stream is closing the
     connection, which the sidecar takes as a cancel."""
 
-    def __init__(self, stub: engine_pb2_grpc.EngineStub, path: Path, session_id: str, language: str,
-                 base_ms: int) -> None:
+    def __init__(
+        self, stub: engine_pb2_grpc.EngineStub, path: Path, session_id: str, language: str, base_ms: int
+    ) -> None:
         self.base_ms = base_ms
         self.stub = stub  # the engine, as the pool knows it
         self.info = StreamInfo()
-        self._open_msg = epb.SessionInput(open=epb.Open(session_id=session_id, language_code=language,
-                                                        sample_rate_hz=SAMPLE_RATE_HZ))
+        self._open_msg = epb.SessionInput(
+            open=epb.Open(session_id=session_id, language_code=language, sample_rate_hz=SAMPLE_RATE_HZ)
+        )
         self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=ENGINE_OUTPUTS.value)
         self._reader: asyncio.Task[None] | None = None
         self._path = path
@@ -94,9 +95,13 @@ class EngineLink:
         if first is None or first.WhichOneof("output") != "opened":
             raise EngineLost("engine refused the session")
         opened = first.opened
-        self.info = StreamInfo(opened.engine, opened.model, PositionMode.from_wire(opened.position_mode),
-                               opened.position_mode_reason,
-                               InterimStability.from_wire(opened.interim_stability))
+        self.info = StreamInfo(
+            opened.engine,
+            opened.model,
+            PositionMode.from_wire(opened.position_mode),
+            opened.position_mode_reason,
+            InterimStability.from_wire(opened.interim_stability),
+        )
         self._reader = asyncio.create_task(self._read())
 
     async def _received(self, msg: epb.SessionOutput) -> bool:

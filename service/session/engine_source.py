@@ -65,8 +65,9 @@ class EngineStream(Protocol):
 
 
 class EngineSource(Protocol):
-    async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
-                   failed: EngineStream | None = None) -> EngineStream:
+    async def open(
+        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+    ) -> EngineStream:
         """A stream whose session time starts at base_ms, on an engine ready within wait_s.
 
         `failed`: the stream that just broke, so that a stale engine is not handed out again.

@@ -50,8 +50,13 @@ class FreezeWatch:
     def answered(self, out: object) -> None:
         """Engine output: the clock restarts from now if the engine still owes something.
         An output that covers no audio (a diagnostic) says nothing about progress: the clock runs on."""
-        taken = out.end_ms if isinstance(out, Delta) else out.audio_ms if isinstance(out, Flushed | Closed | Progress) \
+        taken = (
+            out.end_ms
+            if isinstance(out, Delta)
+            else out.audio_ms
+            if isinstance(out, Flushed | Closed | Progress)
             else None
+        )
         if taken is None:
             return
         if isinstance(out, Closed):

@@ -33,8 +33,16 @@ class StreamEnd(Enum):
 
 
 class Inbound:
-    def __init__(self, cfg: SessionConfig, server: Config, clock: Clock, queue: EngineQueue,
-                 log: ResponseLog, stats: SessionStats, timers: SessionTimers) -> None:
+    def __init__(
+        self,
+        cfg: SessionConfig,
+        server: Config,
+        clock: Clock,
+        queue: EngineQueue,
+        log: ResponseLog,
+        stats: SessionStats,
+        timers: SessionTimers,
+    ) -> None:
         self.intake = AudioIntake(cfg, server)
         self._clock = clock
         self._queue = queue

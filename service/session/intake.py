@@ -34,12 +34,14 @@ class AudioIntake:
     def __init__(self, cfg: SessionConfig, server: Config) -> None:
         self._cfg = cfg
         self._limit = server.max_audio_bytes_per_message
-        self._pipeline = AudioPipeline(cfg.encoding, cfg.sample_rate_hz, server.vad_aggressiveness,
-                                       cfg.endpointing_silence_ms)
+        self._pipeline = AudioPipeline(
+            cfg.encoding, cfg.sample_rate_hz, server.vad_aggressiveness, cfg.endpointing_silence_ms
+        )
         self._bytes_per_sample = cfg.encoding.bytes_per_sample
         # A positive cap shorter than one sample is a cap of zero bytes, not "unbounded".
-        self._max_bytes = (int(cfg.max_duration_s * cfg.sample_rate_hz) * self._bytes_per_sample
-                           if cfg.max_duration_s > 0 else None)
+        self._max_bytes = (
+            int(cfg.max_duration_s * cfg.sample_rate_hz) * self._bytes_per_sample if cfg.max_duration_s > 0 else None
+        )
         self._skip = 0
         self.bytes_in = 0
         self.produced_ms = 0  # engine-rate audio turned into chunks so far
@@ -51,9 +53,10 @@ class AudioIntake:
     def resume_from(self, client_offset: int) -> None:
         """The client will resend its stream from byte `client_offset`: skip what we already have."""
         if client_offset > self.bytes_in:
-            raise errors.invalid_config("config.resume_audio_bytes",
-                                        f"resume_audio_bytes {client_offset} is beyond the {self.bytes_in} "
-                                        "bytes this session received")
+            raise errors.invalid_config(
+                "config.resume_audio_bytes",
+                f"resume_audio_bytes {client_offset} is beyond the {self.bytes_in} bytes this session received",
+            )
         self._skip = self.bytes_in - client_offset
 
     @property
@@ -65,21 +68,24 @@ class AudioIntake:
         """Accept one audio message; returns engine inputs and whether the duration cap was reached."""
         if len(data) > self._limit:
             raise errors.StreamError(
-                grpc.StatusCode.INVALID_ARGUMENT, errors.AUDIO_MESSAGE_TOO_LARGE,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                errors.AUDIO_MESSAGE_TOO_LARGE,
                 f"audio message of {len(data)} bytes exceeds max_audio_bytes_per_message={self._limit}",
-                field="audio")
+                field="audio",
+            )
         if self._skip:
             skipped = min(self._skip, len(data))
             self._skip -= skipped
             data = data[skipped:]
         at_cap = False
         if self._max_bytes is not None and self.bytes_in + len(data) >= self._max_bytes:
-            data, at_cap = data[:max(self._max_bytes - self.bytes_in, 0)], True
+            data, at_cap = data[: max(self._max_bytes - self.bytes_in, 0)], True
         try:
             outputs = self._pipeline.push(data)
         except InvalidAudio as exc:
-            raise errors.StreamError(grpc.StatusCode.INVALID_ARGUMENT, errors.INVALID_AUDIO, str(exc),
-                                     field="audio") from exc
+            raise errors.StreamError(
+                grpc.StatusCode.INVALID_ARGUMENT, errors.INVALID_AUDIO, str(exc), field="audio"
+            ) from exc
         self.bytes_in += len(data)
         return self._stamp(outputs, now), at_cap
 

@@ -20,8 +20,9 @@ OPEN_TIMEOUT_S = 30.0
 class EnginePicker(Protocol):
     """The engines a session may open on (service/engine_pool.py): one sidecar, or several."""
 
-    async def pick(self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None = None
-                   ) -> list[engine_pb2_grpc.EngineStub]:
+    async def pick(
+        self, wait_s: float, failed: engine_pb2_grpc.EngineStub | None = None
+    ) -> list[engine_pb2_grpc.EngineStub]:
         """Stubs of ready engines to try, best first; empty when none is ready within wait_s. `failed`: the
         stub whose stream just broke: its engine is left out while another is ready, else given a moment to be
         noticed dead (as a lone sidecar is)."""
@@ -47,8 +48,9 @@ class SidecarEngines:
     def __init__(self, engines: EnginePicker) -> None:
         self._engines = engines
 
-    async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
-                   failed: EngineStream | None = None) -> EngineLink:
+    async def open(
+        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+    ) -> EngineLink:
         stale = failed.stub if isinstance(failed, EngineLink) else None
         stubs = await self._engines.pick(wait_s, stale)
         if not stubs:

@@ -28,9 +28,15 @@ class SessionStats:
             self._speech_ended_at = None
 
     def ended(self, reason: EndReason, audio_ms: int, engine_restarts: int, freeze_recoveries: int) -> None:
-        tracing.session_ended(self._session_id, {
-            "voxgate.end_reason": reason.value, "voxgate.audio_seconds": audio_ms / 1000,
-            "voxgate.engine_restarts": engine_restarts, "voxgate.freeze_recoveries": freeze_recoveries})
+        tracing.session_ended(
+            self._session_id,
+            {
+                "voxgate.end_reason": reason.value,
+                "voxgate.audio_seconds": audio_ms / 1000,
+                "voxgate.engine_restarts": engine_restarts,
+                "voxgate.freeze_recoveries": freeze_recoveries,
+            },
+        )
         metrics.SESSIONS_ENDED.labels(reason.value).inc()
         metrics.AUDIO_SECONDS.inc(audio_ms / 1000)
         if audio_ms:

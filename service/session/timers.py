@@ -20,8 +20,9 @@ class Due:
 
 
 class SessionTimers:
-    def __init__(self, clock: Clock, idle_timeout_s: float, resume_window_s: float,
-                 flow_interval_s: float | None) -> None:
+    def __init__(
+        self, clock: Clock, idle_timeout_s: float, resume_window_s: float, flow_interval_s: float | None
+    ) -> None:
         self._clock = clock
         self._idle_timeout_s = idle_timeout_s
         self._resume_window_s = resume_window_s

@@ -18,9 +18,24 @@ from service.bench.audio import AUDIO_DIR, LONG_CLIP, SAMPLE_RATE, load_loop
 ROOT = Path(__file__).resolve().parents[2]
 
 LEVEL_FIELDS = {
-    "n", "held", "sessions_kept_up", "errors", "first_result_p50_s", "latency_p50_s", "latency_p95_s",
-    "latency_p99_s", "final_p50_s", "final_p99_s", "slip_max_s", "results", "processes", "cpu_cores_per_session",
-    "sessions", "latencies", "lag_series", "load_avg_1m_after",
+    "n",
+    "held",
+    "sessions_kept_up",
+    "errors",
+    "first_result_p50_s",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "final_p50_s",
+    "final_p99_s",
+    "slip_max_s",
+    "results",
+    "processes",
+    "cpu_cores_per_session",
+    "sessions",
+    "latencies",
+    "lag_series",
+    "load_avg_1m_after",
 }
 SESSION_FIELDS = {"first_result_s", "latency_p50_s", "latency_p99_s", "final_s", "slip_max_s", "keeps_up", "error"}
 
@@ -28,9 +43,27 @@ SESSION_FIELDS = {"first_result_s", "latency_p50_s", "latency_p99_s", "final_s",
 def test_bench_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "service", "bench", "--engine", "fake", "--sweep", "1,3", "--duration", "5",
-         "--stagger-s", "0.3", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "bench",
+            "--engine",
+            "fake",
+            "--sweep",
+            "1,3",
+            "--duration",
+            "5",
+            "--stagger-s",
+            "0.3",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "level N=3" in proc.stderr  # progress goes to stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -59,9 +92,31 @@ def test_bench_smoke(tmp_path: Path) -> None:
 def test_bench_reports_a_refused_session(tmp_path: Path) -> None:
     out = tmp_path / "refused.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "service", "bench", "--engine", "fake", "-n", "1", "--duration", "1",
-         "--language", "xx-XX", "--retries", "0", "--no-plots", "--quiet", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "bench",
+            "--engine",
+            "fake",
+            "-n",
+            "1",
+            "--duration",
+            "1",
+            "--language",
+            "xx-XX",
+            "--retries",
+            "0",
+            "--no-plots",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     (level,) = json.loads(out.read_text())["levels"]
     assert not level["held"]
@@ -73,16 +128,40 @@ def test_bench_takes_its_audio_from_audio_dir(tmp_path: Path) -> None:
     # empty one is refused with what to do.
     empty = tmp_path / "empty"
     empty.mkdir()
-    base = [sys.executable, "-m", "service", "bench", "--engine", "fake", "-n", "1", "--duration", "1",
-            "--retries", "0", "--no-plots", "--quiet"]
-    refused = subprocess.run([*base, "--audio-dir", str(empty), "--out", str(tmp_path / "r.json")],
-                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    base = [
+        sys.executable,
+        "-m",
+        "service",
+        "bench",
+        "--engine",
+        "fake",
+        "-n",
+        "1",
+        "--duration",
+        "1",
+        "--retries",
+        "0",
+        "--no-plots",
+        "--quiet",
+    ]
+    refused = subprocess.run(
+        [*base, "--audio-dir", str(empty), "--out", str(tmp_path / "r.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode != 0 and f"no 16 kHz mono PCM16 WAV files in {empty}" in refused.stderr
     speech = tmp_path / "speech"
     speech.mkdir()
     shutil.copy(AUDIO_DIR / LONG_CLIP, speech)
-    run = subprocess.run([*base, "--audio-dir", str(speech), "--out", str(tmp_path / "ok.json")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [*base, "--audio-dir", str(speech), "--out", str(tmp_path / "ok.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
 
 

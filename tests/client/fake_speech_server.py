@@ -80,8 +80,13 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
 
     @staticmethod
     def _unavailable(context, reason: str, message: str):
-        FakeSpeech._abort(context, grpc.StatusCode.UNAVAILABLE, reason, message,
-                          _packed(error_details_pb2.RetryInfo(retry_delay=_dur(1.5))))
+        FakeSpeech._abort(
+            context,
+            grpc.StatusCode.UNAVAILABLE,
+            reason,
+            message,
+            _packed(error_details_pb2.RetryInfo(retry_delay=_dur(1.5))),
+        )
 
     @staticmethod
     def _abort(context, code: grpc.StatusCode, reason: str, message: str, *more: any_pb2.Any):
@@ -127,9 +132,14 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
             skip = session.total - config.resume_audio_bytes
             if skip < 0:  # the client would resend from beyond what the session has: a gap
                 context.abort(grpc.StatusCode.OUT_OF_RANGE, "resume_audio_bytes beyond the session's audio")
-            yield pb.StreamingRecognizeResponse(started=pb.SessionStarted(
-                session_id=session.id, effective_config=session.config, resume_token=config.resume_token,
-                resumed=True))
+            yield pb.StreamingRecognizeResponse(
+                started=pb.SessionStarted(
+                    session_id=session.id,
+                    effective_config=session.config,
+                    resume_token=config.resume_token,
+                    resumed=True,
+                )
+            )
             yield from [r for r in session.log if r.seq > config.resume_last_seq]
             config = session.config
         else:
@@ -156,7 +166,9 @@ class FakeSpeech(speech_pb2_grpc.SpeechServicer):
         if not resumed:
             yield respond(
                 started=pb.SessionStarted(
-                    session_id=session.id, effective_config=config, engine=pb.EngineInfo(name="fake"),
+                    session_id=session.id,
+                    effective_config=config,
+                    engine=pb.EngineInfo(name="fake"),
                     resume_token=token,
                 )
             )

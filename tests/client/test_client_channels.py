@@ -18,8 +18,10 @@ def test_a_multichannel_config_names_its_channels_and_mode() -> None:
     stereo = StreamConfig("mulaw", 8000, channels=2)
     assert (stereo.to_proto().audio_channel_count, stereo.to_proto().channel_mode) == (2, pb.CHANNEL_MODE_SEPARATE)
     assert stereo.bytes_per_second == 16000 and stereo.frame_bytes == 2  # pacing counts every channel
-    assert StreamConfig("linear16", 16000, channels=3, channel_mode="downmix").to_proto().channel_mode \
+    assert (
+        StreamConfig("linear16", 16000, channels=3, channel_mode="downmix").to_proto().channel_mode
         == pb.CHANNEL_MODE_DOWNMIX
+    )
     with pytest.raises(ValueError, match="channels"):
         StreamConfig("linear16", 16000, channels=9)
     with pytest.raises(ValueError, match="channel_mode"):

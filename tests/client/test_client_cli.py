@@ -96,8 +96,18 @@ def test_wav_json_end_to_end(tmp_path, fake_speech, capsys):
 
 def test_endpointing_and_limits_reach_the_config(tmp_path, fake_speech, capsys):
     path = write_wav(tmp_path / "a.wav")
-    argv = ["--server", fake_speech.target, "--no-pace", "--json", "--endpointing-silence-ms", "2500",
-            "--max-duration", "90", "--idle-timeout", "15"]
+    argv = [
+        "--server",
+        fake_speech.target,
+        "--no-pace",
+        "--json",
+        "--endpointing-silence-ms",
+        "2500",
+        "--max-duration",
+        "90",
+        "--idle-timeout",
+        "15",
+    ]
     assert cli.main([*argv, str(path)]) == 0
     config = json.loads(capsys.readouterr().out.splitlines()[0])["effective_config"]
     assert config["endpointing_silence_ms"] == 2500

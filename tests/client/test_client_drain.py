@@ -32,16 +32,16 @@ def kinds(responses: list[pb.StreamingRecognizeResponse]) -> list[str]:
 
 def served(fake_speech) -> list[bytes]:
     """The audio of each stream the fake took (refused ones took none)."""
-    return [bytes(a) for a, k in zip(fake_speech.servicer.audio, fake_speech.servicer.received, strict=True)
-            if "audio" in k]
+    return [
+        bytes(a) for a, k in zip(fake_speech.servicer.audio, fake_speech.servicer.received, strict=True) if "audio" in k
+    ]
 
 
 @pytest.mark.parametrize("client_kind", CLIENT_KINDS)
 def test_a_drained_session_continues_in_a_new_one_from_where_it_stopped(fake_speech, client_kind: str) -> None:
     fake_speech.servicer.drain_at_bytes = DRAIN_AT
     fake_speech.servicer.refuse_after_drain = 2  # the balancer picks the draining instance twice first
-    got = list(client_stream(client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK), resume=POLICY,
-                             timeout=30))
+    got = list(client_stream(client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK), resume=POLICY, timeout=30))
 
     assert kinds(got) == ["started", "result", "ended", "started", "result", "ended"]
     first, final_a, drained, second, final_b, ended = got
@@ -71,8 +71,7 @@ def test_a_new_session_reset_by_a_proxy_is_opened_again(fake_speech, client_kind
     # CANCELLED without an ErrorInfo in one CI run): that is a lost connection, not the server's verdict.
     fake_speech.servicer.drain_at_bytes = DRAIN_AT
     fake_speech.servicer.reset_after_drain = True
-    got = list(client_stream(client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK), resume=POLICY,
-                             timeout=30))
+    got = list(client_stream(client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK), resume=POLICY, timeout=30))
     assert kinds(got) == ["started", "result", "ended", "started", "result", "ended"]
     before, after = served(fake_speech)
     assert before + after == AUDIO
@@ -105,8 +104,9 @@ def test_a_replacement_refused_too_often_raises(fake_speech, client_kind: str) -
     policy = ResumePolicy(max_attempts=2, backoff_s=0.01)
     got: list[pb.StreamingRecognizeResponse] = []
     with pytest.raises(grpc.RpcError) as info:
-        for response in client_stream(client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK),
-                                      resume=policy, timeout=30):
+        for response in client_stream(
+            client_kind, fake_speech.target, CONFIG, chunks(AUDIO, CHUNK), resume=policy, timeout=30
+        ):
             got.append(response)
     # The refusal arrives before any audio is written (the clients wait for the server's first answer),
     # so grpc.aio cannot hide it behind its failed-write INTERNAL (grpc/grpc#36066).
@@ -125,8 +125,9 @@ def test_sigterm_mid_stream_moves_the_stream_to_the_other_server(tmp_path: Path)
     audio, spans = speech_pattern(SEGMENTS, voiced_s=1.0, silence_s=1.0)  # 16 s, a final every 2 s
     config = StreamConfig(encoding="linear16", sample_rate_hz=RATE, endpointing_silence_ms=500)
     policy = ResumePolicy(max_attempts=20, backoff_s=0.05, max_backoff_s=0.5, flow_status_interval_ms=100)
-    servers = [start_server(tmp_path, "--drain-grace-s", "10", "--retry-delay-s", "0.1", engine="fake")
-               for _ in range(2)]
+    servers = [
+        start_server(tmp_path, "--drain-grace-s", "10", "--retry-delay-s", "0.1", engine="fake") for _ in range(2)
+    ]
     try:
         target = "ipv4:" + ",".join(s.target for s in servers)
         got: list[pb.StreamingRecognizeResponse] = []
@@ -144,8 +145,10 @@ def test_sigterm_mid_stream_moves_the_stream_to_the_other_server(tmp_path: Path)
 
     started = [r.started for r in got if r.HasField("started")]
     ends = [r.ended for r in got if r.HasField("ended")]
-    assert len(started) == 2 and [e.reason for e in ends] == [pb.SESSION_END_REASON_DRAINING,
-                                                             pb.SESSION_END_REASON_CLIENT_END]
+    assert len(started) == 2 and [e.reason for e in ends] == [
+        pb.SESSION_END_REASON_DRAINING,
+        pb.SESSION_END_REASON_CLIENT_END,
+    ]
     (other,) = [s for s in servers if s is not drained]
     assert started[1].session_id in other.log() and started[1].session_id not in drained.log()
     finals = [r.result for r in got if r.HasField("result") and r.result.is_final]

@@ -32,7 +32,8 @@ def test_the_environment_then_the_defaults(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_its_client_reaches_the_server_the_environment_names(
-        fake_speech: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_speech: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("VOXGATE_ADDRESS", fake_speech.target)
 
     async def engine_name() -> str:

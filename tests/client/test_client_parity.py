@@ -75,33 +75,78 @@ SCENARIOS = [
     # Without resume.
     Scenario("plain", with_controls, kinds=["started", "result", "result", "ended"]),
     Scenario("paced", plain, {"pace": 10.0}, kinds=["started", "result", "ended"]),
-    Scenario("refused", plain, config=StreamConfig("linear16", 8000, language_code="fail"),
-             kinds=[], error=("UNAVAILABLE", "CAPACITY"), served=None),
-    Scenario("drained", plain, script={"drain_at_bytes": MARK}, kinds=["started", "result", "ended"],
-             served=AUDIO[:MARK]),
-    Scenario("dropped", with_controls, script={"drop_at_bytes": MARK}, kinds=["started", "result"],
-             error=("UNAVAILABLE", ""), served=AUDIO[:MARK]),
+    Scenario(
+        "refused",
+        plain,
+        config=StreamConfig("linear16", 8000, language_code="fail"),
+        kinds=[],
+        error=("UNAVAILABLE", "CAPACITY"),
+        served=None,
+    ),
+    Scenario(
+        "drained", plain, script={"drain_at_bytes": MARK}, kinds=["started", "result", "ended"], served=AUDIO[:MARK]
+    ),
+    Scenario(
+        "dropped",
+        with_controls,
+        script={"drop_at_bytes": MARK},
+        kinds=["started", "result"],
+        error=("UNAVAILABLE", ""),
+        served=AUDIO[:MARK],
+    ),
     Scenario("dropped after its end", plain, script={"drop_after_end": True}, kinds=["started", "result", "ended"]),
     Scenario("source fails", failing, error=("OSError", "microphone unplugged"), served=None, cancels=True),
-    Scenario("bad item", bad_item, error=("TypeError", "audio items must be bytes, FINALIZE or KEEP_ALIVE, not int"),
-             served=None, cancels=True),
+    Scenario(
+        "bad item",
+        bad_item,
+        error=("TypeError", "audio items must be bytes, FINALIZE or KEEP_ALIVE, not int"),
+        served=None,
+        cancels=True,
+    ),
     # With resume.
-    Scenario("resume: dropped, the same session goes on", plain, {"resume": POLICY},
-             script={"drop_at_bytes": MARK, "ack_audio": True}),
-    Scenario("resume: dropped before any audio, a new session takes over", plain, {"resume": POLICY},
-             script={"drop_at_bytes": 0, "ack_audio": True}),
-    Scenario("resume: drained (a server restart), a new session goes on", plain, {"resume": POLICY},
-             script={"drain_at_bytes": MARK, "refuse_after_drain": 2},
-             kinds=["started", "result", "ended", "started", "result", "ended"]),
-    Scenario("resume: the new session's stream dropped by a proxy", plain, {"resume": POLICY},
-             script={"drain_at_bytes": MARK, "reset_after_drain": True},
-             kinds=["started", "result", "ended", "started", "result", "ended"]),
-    Scenario("resume: the new session refused too often", plain,
-             {"resume": ResumePolicy(max_attempts=2, backoff_s=0.01)},
-             script={"drain_at_bytes": MARK, "refuse_after_drain": 10},
-             kinds=["started", "result", "ended"], error=("UNAVAILABLE", "DRAINING"), served=AUDIO[:MARK]),
-    Scenario("resume: source fails", failing, {"resume": POLICY}, error=("OSError", "microphone unplugged"),
-             served=None, cancels=True),
+    Scenario(
+        "resume: dropped, the same session goes on",
+        plain,
+        {"resume": POLICY},
+        script={"drop_at_bytes": MARK, "ack_audio": True},
+    ),
+    Scenario(
+        "resume: dropped before any audio, a new session takes over",
+        plain,
+        {"resume": POLICY},
+        script={"drop_at_bytes": 0, "ack_audio": True},
+    ),
+    Scenario(
+        "resume: drained (a server restart), a new session goes on",
+        plain,
+        {"resume": POLICY},
+        script={"drain_at_bytes": MARK, "refuse_after_drain": 2},
+        kinds=["started", "result", "ended", "started", "result", "ended"],
+    ),
+    Scenario(
+        "resume: the new session's stream dropped by a proxy",
+        plain,
+        {"resume": POLICY},
+        script={"drain_at_bytes": MARK, "reset_after_drain": True},
+        kinds=["started", "result", "ended", "started", "result", "ended"],
+    ),
+    Scenario(
+        "resume: the new session refused too often",
+        plain,
+        {"resume": ResumePolicy(max_attempts=2, backoff_s=0.01)},
+        script={"drain_at_bytes": MARK, "refuse_after_drain": 10},
+        kinds=["started", "result", "ended"],
+        error=("UNAVAILABLE", "DRAINING"),
+        served=AUDIO[:MARK],
+    ),
+    Scenario(
+        "resume: source fails",
+        failing,
+        {"resume": POLICY},
+        error=("OSError", "microphone unplugged"),
+        served=None,
+        cancels=True,
+    ),
 ]
 
 
@@ -120,8 +165,9 @@ def run(kind: str, scenario: Scenario) -> Outcome:
         for name, value in scenario.script.items():
             setattr(server.servicer, name, value)
         try:
-            for response in client_stream(kind, server.target, scenario.config, counted(), timeout=30,
-                                          **scenario.kwargs):
+            for response in client_stream(
+                kind, server.target, scenario.config, counted(), timeout=30, **scenario.kwargs
+            ):
                 responses.append(response)
         except grpc.RpcError as e:
             error = (e.code().name, str(error_details(e).get("reason", "")))
@@ -138,8 +184,7 @@ def test_blocking_and_asyncio_clients_have_the_same_outcome(scenario: Scenario) 
     assert asyncio_ == blocking, f"asyncio client: {asyncio_!r}\nblocking client: {blocking!r}"  # in full: rare
 
     if scenario.kinds is not None:
-        assert [r.WhichOneof("response") for r in blocking.responses if not r.HasField("flow_status")] \
-            == scenario.kinds
+        assert [r.WhichOneof("response") for r in blocking.responses if not r.HasField("flow_status")] == scenario.kinds
     assert blocking.error == scenario.error
     if scenario.served is not None:
         assert blocking.audio is not None and b"".join(blocking.audio) == scenario.served, "no audio lost or sent twice"

@@ -69,8 +69,9 @@ class Built:
 def built() -> Built:
     if sys.platform != "linux" or os.geteuid() != 0:
         pytest.skip("building images needs root on Linux (buildah chroot isolation, mmdebstrap)")
-    proc = subprocess.run([sys.executable, str(BUILD), "--json", "service", "sidecar"],
-                          capture_output=True, text=True, timeout=1100)
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), "--json", "service", "sidecar"], capture_output=True, text=True, timeout=1100
+    )
     if proc.returncode == 3:  # a tool is missing: the reason is on stderr
         pytest.skip(proc.stderr.strip())
     assert proc.returncode == 0, f"scripts/build_images.py failed:\n{proc.stderr[-6000:]}"
@@ -99,24 +100,37 @@ class Container:
     name: str = field(default_factory=lambda: f"{CONTAINER_PREFIX}{os.getpid()}-{time.monotonic_ns()}")
 
     def buildah(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["buildah", *self.built.buildah, *args], capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(["buildah", *self.built.buildah, *args], capture_output=True, text=True, timeout=timeout)
 
     def config(self) -> dict[str, Any]:
         inspected = self.buildah("inspect", "--type", "image", self.image)
         assert inspected.returncode == 0, inspected.stderr
         return dict(json.loads(inspected.stdout)["Docker"]["config"])
 
-    def run(self, *cmd: str, env: dict[str, str] | None = None, timeout: float = 60
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *cmd: str, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         return self.buildah("run", "--isolation", "chroot", *self._env(env), self.name, "--", *cmd, timeout=timeout)
 
     def start(self, *cmd: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """`cmd` in the background: its first stdout line is read by the caller, its stderr goes to `log`."""
         with log.open("w") as stderr:
-            return subprocess.Popen(["buildah", *self.built.buildah, "run", "--isolation", "chroot",
-                                     *self._env(env), self.name, "--", *cmd],
-                                    stdout=subprocess.PIPE, stderr=stderr, text=True)
+            return subprocess.Popen(
+                [
+                    "buildah",
+                    *self.built.buildah,
+                    "run",
+                    "--isolation",
+                    "chroot",
+                    *self._env(env),
+                    self.name,
+                    "--",
+                    *cmd,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
 
     @staticmethod
     def _env(env: dict[str, str] | None) -> list[str]:
@@ -172,9 +186,19 @@ def listening_port(runner: subprocess.Popen[str], log: Path) -> int:
 
 def transcribe(target: str, clip: str) -> str:
     """`voxgate transcribe` on the host: the Python client, as a user runs it."""
-    proc = subprocess.run([str(BIN / "voxgate"), "transcribe", "--no-pace", "--server", target,
-                           str(ROOT / "tests" / "fixtures" / "audio" / clip)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            str(BIN / "voxgate"),
+            "transcribe",
+            "--no-pace",
+            "--server",
+            target,
+            str(ROOT / "tests" / "fixtures" / "audio" / clip),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     texts = []
     for line in proc.stdout.splitlines():
@@ -184,8 +208,9 @@ def transcribe(target: str, clip: str) -> str:
     return " ".join(texts)
 
 
-def stream_until_drained(target: str, clip: str, got: list[pb.StreamingRecognizeResponse],
-                         first_result: threading.Event) -> None:
+def stream_until_drained(
+    target: str, clip: str, got: list[pb.StreamingRecognizeResponse], first_result: threading.Event
+) -> None:
     """One live session: `clip` over and over at real time, until the server ends it."""
     import grpc
 
@@ -198,8 +223,9 @@ def stream_until_drained(target: str, clip: str, got: list[pb.StreamingRecognize
                 first_result.set()
 
 
-def test_the_service_image_serves_passes_its_health_check_and_drains(built: Built, container: Any,
-                                                                     tmp_path: Path) -> None:
+def test_the_service_image_serves_passes_its_health_check_and_drains(
+    built: Built, container: Any, tmp_path: Path
+) -> None:
     box = container("service")
     config = box.config()
     assert config["Entrypoint"] == ["voxgate", "serve"]
@@ -259,8 +285,12 @@ def test_the_sidecar_image_is_built_up_to_its_engine(built: Built, container: An
 
     # What the image holds besides the engine: voxgate in the system Python beside vLLM, the socket
     # directory owned by the sidecar's user only, the cache directory its own.
-    versions = box.run("python3", "-c", "import vllm, engine_sidecar, importlib.metadata as m; "
-                       "print(vllm.__version__, m.version('voxgate'), m.version('voxgate-client'))")
+    versions = box.run(
+        "python3",
+        "-c",
+        "import vllm, engine_sidecar, importlib.metadata as m; "
+        "print(vllm.__version__, m.version('voxgate'), m.version('voxgate-client'))",
+    )
     assert versions.returncode == 0, versions.stderr
     assert versions.stdout.split() == ["0.32.0", "0.1.0", "0.1.0"]
     modes = box.run("stat", "-c", "%n %U %a", str(Path(socket).parent), "/cache")
@@ -282,4 +312,3 @@ def test_the_sidecar_image_is_built_up_to_its_engine(built: Built, container: An
         if runner.poll() is None:
             runner.kill()
             runner.wait(30)
-

@@ -115,8 +115,11 @@ def start_nginx(nginx: str, tmp: Path, upstreams: list[str]) -> Balancer:
     servers = "\n".join(f"        server {u} max_fails=1 fail_timeout=30s;" for u in upstreams)
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, servers=servers))
-    proc = subprocess.Popen([nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
-                            stdout=subprocess.DEVNULL, stderr=(tmp / "stderr.log").open("wb"))
+    proc = subprocess.Popen(
+        [nginx, "-p", str(tmp), "-c", str(conf), "-e", str(tmp / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp / "stderr.log").open("wb"),
+    )
     balancer = Balancer(proc, f"127.0.0.1:{port}", tmp)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -209,8 +212,9 @@ def test_streams_spread_and_a_drained_instance_hands_its_clients_to_the_others(n
     threads: list[threading.Thread] = []
     try:
         for _ in range(INSTANCES):
-            servers.append(start_server(tmp_path, "--drain-grace-s", str(DRAIN_GRACE_S), "--retry-delay-s", "0.2",
-                                        engine="fake"))
+            servers.append(
+                start_server(tmp_path, "--drain-grace-s", str(DRAIN_GRACE_S), "--retry-delay-s", "0.2", engine="fake")
+            )
         balancer = start_nginx(nginx, tmp_path / "nginx", [s.target for s in servers])
 
         # New streams spread: least_conn sends each new stream to the instance with the fewest.

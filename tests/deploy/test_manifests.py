@@ -38,32 +38,52 @@ RENDERS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "datacenter": {"preset": "datacenter"},
     "cpu": {"preset": "cpu"},
-    "everything": {"autoscaling": {"enabled": True}, "serviceMonitor": {"enabled": True},
-                   "engine": {"cache": {"existingClaim": "voxtral-cache"}, "hfTokenSecret": "hf"},
-                   "serviceArgs": ["--idle-timeout-s", "60"], "serviceEnv": {"VOXGATE_LOG_LEVEL": "debug"}},
+    "everything": {
+        "autoscaling": {"enabled": True},
+        "serviceMonitor": {"enabled": True},
+        "engine": {"cache": {"existingClaim": "voxtral-cache"}, "hfTokenSecret": "hf"},
+        "serviceArgs": ["--idle-timeout-s", "60"],
+        "serviceEnv": {"VOXGATE_LOG_LEVEL": "debug"},
+    },
     "plain-sidecar": {"engine": {"nativeSidecar": False}, "drain": {"graceSeconds": 60}},
     # TLS (its CA for the probes from the TLS Secret itself, as cert-manager writes it) and tokens.
-    "tls-auth": {"tls": {"enabled": True, "secretName": "speech-tls"},
-                 "auth": {"enabled": True, "secretName": "speech-tokens", "key": "tokens.txt"}},
+    "tls-auth": {
+        "tls": {"enabled": True, "secretName": "speech-tls"},
+        "auth": {"enabled": True, "secretName": "speech-tokens", "key": "tokens.txt"},
+    },
     # Mutual TLS, the probes with their own client certificate and CA, a named server certificate.
-    "mtls": {"tls": {"enabled": True, "secretName": "speech-tls",
-                     "clientCA": {"secretName": "clients-ca", "key": "bundle.pem",
-                                  "probeCertSecretName": "probe-client"},
-                     "probe": {"caSecretName": "speech-ca", "caKey": "root.pem", "serverName": "speech.example.com"}},
-             "auth": {"enabled": True, "secretName": "speech-tokens", "key": "tokens.txt"}},
+    "mtls": {
+        "tls": {
+            "enabled": True,
+            "secretName": "speech-tls",
+            "clientCA": {"secretName": "clients-ca", "key": "bundle.pem", "probeCertSecretName": "probe-client"},
+            "probe": {"caSecretName": "speech-ca", "caKey": "root.pem", "serverName": "speech.example.com"},
+        },
+        "auth": {"enabled": True, "secretName": "speech-tokens", "key": "tokens.txt"},
+    },
 }
 # What each secured render must mount: flag → (Secret, key) of the file it names.
 SECURED: dict[str, dict[str, tuple[str, str]]] = {
-    "tls-auth": {"--tls-cert": ("speech-tls", "tls.crt"), "--tls-key": ("speech-tls", "tls.key"),
-                 "--auth-tokens-file": ("speech-tokens", "tokens.txt")},
-    "mtls": {"--tls-cert": ("speech-tls", "tls.crt"), "--tls-key": ("speech-tls", "tls.key"),
-             "--tls-client-ca": ("clients-ca", "bundle.pem"), "--auth-tokens-file": ("speech-tokens", "tokens.txt")},
+    "tls-auth": {
+        "--tls-cert": ("speech-tls", "tls.crt"),
+        "--tls-key": ("speech-tls", "tls.key"),
+        "--auth-tokens-file": ("speech-tokens", "tokens.txt"),
+    },
+    "mtls": {
+        "--tls-cert": ("speech-tls", "tls.crt"),
+        "--tls-key": ("speech-tls", "tls.key"),
+        "--tls-client-ca": ("clients-ca", "bundle.pem"),
+        "--auth-tokens-file": ("speech-tokens", "tokens.txt"),
+    },
 }
 # ...and what the service's probes present: flag → (Secret, key).
 PROBE_FILES: dict[str, dict[str, tuple[str, str]]] = {
     "tls-auth": {"--tls-ca": ("speech-tls", "ca.crt")},
-    "mtls": {"--tls-ca": ("speech-ca", "root.pem"), "--tls-cert": ("probe-client", "tls.crt"),
-             "--tls-key": ("probe-client", "tls.key")},
+    "mtls": {
+        "--tls-ca": ("speech-ca", "root.pem"),
+        "--tls-cert": ("probe-client", "tls.crt"),
+        "--tls-key": ("probe-client", "tls.key"),
+    },
 }
 
 
@@ -159,8 +179,7 @@ def test_every_rendered_manifest_is_valid_kubernetes(name: str, tmp_path: Path) 
         files.append(str(path))
     validate = tool("kubernetes-validate")
     for version in KUBE_VERSIONS:
-        out = subprocess.run([validate, "--strict", "-k", version, *files], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run([validate, "--strict", "-k", version, *files], capture_output=True, text=True, timeout=120)
         report = out.stdout + out.stderr
         assert out.returncode == 0, report
         # kubernetes-validate has no CRD schemas: the ServiceMonitor is checked by hand below.
@@ -246,8 +265,14 @@ def test_with_tls_the_service_probes_are_exec_probes_over_tls(name: str) -> None
 
 
 def test_tls_probes_may_trust_the_system_roots_and_reuse_the_server_certificate() -> None:
-    values = {"tls": {"enabled": True, "secretName": "speech-tls", "clientCA": {"secretName": "clients-ca"},
-                      "probe": {"caKey": ""}}}
+    values = {
+        "tls": {
+            "enabled": True,
+            "secretName": "speech-tls",
+            "clientCA": {"secretName": "clients-ca"},
+            "probe": {"caKey": ""},
+        }
+    }
     pod, service, _ = pod_containers(render(values))
     command = service["readinessProbe"]["exec"]["command"]
     assert "--tls" in command and "--tls-ca" not in command
@@ -256,11 +281,14 @@ def test_tls_probes_may_trust_the_system_roots_and_reuse_the_server_certificate(
     assert mounted_secret(pod, service, arg(service, "--tls-client-ca")) == ("clients-ca", "ca.crt")
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"tls": {"enabled": True}}, "tls.secretName"),
-    ({"tls": {"clientCA": {"secretName": "clients-ca"}}}, "tls.enabled"),
-    ({"auth": {"enabled": True}}, "auth.secretName"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"tls": {"enabled": True}}, "tls.secretName"),
+        ({"tls": {"clientCA": {"secretName": "clients-ca"}}}, "tls.enabled"),
+        ({"auth": {"enabled": True}}, "auth.secretName"),
+    ],
+)
 def test_security_settings_that_cannot_work_fail_to_render(values: dict[str, Any], message: str) -> None:
     with pytest.raises(Exception, match=message):
         render(values)
@@ -278,8 +306,11 @@ def test_rendered_flags_and_probes_work_against_a_real_server(name: str, tmp_pat
     server_cert = ca.issue("server", server=True)  # localhost, 127.0.0.1
     probe_cert = ca.issue("probe", server=False)
     secrets = {
-        "speech-tls": {"tls.crt": server_cert.cert.read_bytes(), "tls.key": server_cert.key.read_bytes(),
-                       "ca.crt": ca.pem},
+        "speech-tls": {
+            "tls.crt": server_cert.cert.read_bytes(),
+            "tls.key": server_cert.key.read_bytes(),
+            "ca.crt": ca.pem,
+        },
         "speech-ca": {"root.pem": ca.pem},
         "clients-ca": {"bundle.pem": ca.pem},
         "probe-client": {"tls.crt": probe_cert.cert.read_bytes(), "tls.key": probe_cert.key.read_bytes()},
@@ -302,17 +333,25 @@ def test_rendered_flags_and_probes_work_against_a_real_server(name: str, tmp_pat
         return str(where[directory] / key) if directory in where else path
 
     flags = [a for flag in SECURED[name] for a in (flag, local(arg(service, flag)))]
-    client = grpc.ssl_channel_credentials(ca.pem, private_key=probe_cert.key.read_bytes(),
-                                          certificate_chain=probe_cert.cert.read_bytes())
+    client = grpc.ssl_channel_credentials(
+        ca.pem, private_key=probe_cert.key.read_bytes(), certificate_chain=probe_cert.cert.read_bytes()
+    )
     server = start_server(tmp_path, *flags, engine="fake", credentials=client)
     try:
+
         def probe(command: list[str]) -> subprocess.CompletedProcess[str]:
             command = [local(c) for c in command]
             command[command.index("--server") + 1] = server.target
             assert command[0] == "voxgate"
             env = {k: v for k, v in os.environ.items() if k != "VOXGATE_TOKEN"}
-            return subprocess.run([sys.executable, "-m", "service", *command[1:]], cwd=ROOT, capture_output=True,
-                                  text=True, timeout=60, env=env)
+            return subprocess.run(
+                [sys.executable, "-m", "service", *command[1:]],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            )
 
         for which in ("livenessProbe", "readinessProbe"):
             command = service[which]["exec"]["command"]
@@ -320,11 +359,11 @@ def test_rendered_flags_and_probes_work_against_a_real_server(name: str, tmp_pat
             assert done.returncode == 0, (which, done.stderr)
         # ...and they do check: plaintext fails, and without its client certificate under mTLS too.
         ready = service["readinessProbe"]["exec"]["command"]
-        plaintext = probe(ready[:ready.index("--timeout")])
+        plaintext = probe(ready[: ready.index("--timeout")])
         assert plaintext.returncode == 1 and "UNAVAILABLE" in plaintext.stderr, plaintext.stderr
         if name == "mtls":
             i = ready.index("--tls-cert")
-            no_cert = probe(ready[:i] + ready[i + 4:])
+            no_cert = probe(ready[:i] + ready[i + 4 :])
             assert no_cert.returncode == 1 and "UNAVAILABLE" in no_cert.stderr, no_cert.stderr
         described = '"tls": "mutual"' if name == "mtls" else '"tls": true'
         assert described in server.log() and '"auth": "tokens"' in server.log()
@@ -360,12 +399,16 @@ def test_pdb_hpa_and_servicemonitor_target_the_pods_and_the_metric() -> None:
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["path"] == "/metrics"
-    services = [s for s in by_kind(docs, "Service")
-                if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
+    services = [
+        s
+        for s in by_kind(docs, "Service")
+        if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
+    ]
     assert any(p["name"] == endpoint["port"] for s in services for p in s["spec"]["ports"])
     _, service, _ = pod_containers(docs)
-    assert {"name": "metrics", "containerPort": int(arg(service, "--metrics-port")), "protocol": "TCP"} \
-        in service["ports"]
+    assert {"name": "metrics", "containerPort": int(arg(service, "--metrics-port")), "protocol": "TCP"} in service[
+        "ports"
+    ]
 
 
 def test_unknown_preset_fails_to_render() -> None:
@@ -396,9 +439,14 @@ def test_dockerfiles_copy_only_what_exists_and_run_as_non_root() -> None:
 
 def test_compose_file_is_valid_and_wires_socket_gpu_and_health(tmp_path: Path) -> None:
     compose = tool("docker-compose")
-    out = subprocess.run([compose, "-f", str(DEPLOY / "compose" / "docker-compose.yml"), "config", "--format", "json"],
-                         capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("VOXGATE_")})
+    out = subprocess.run(
+        [compose, "-f", str(DEPLOY / "compose" / "docker-compose.yml"), "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if not k.startswith("VOXGATE_")},
+    )
     assert out.returncode == 0, out.stderr
     project = json.loads(out.stdout)
     service, sidecar = project["services"]["service"], project["services"]["sidecar"]
@@ -414,12 +462,19 @@ def test_compose_file_is_valid_and_wires_socket_gpu_and_health(tmp_path: Path) -
     assert sidecar["healthcheck"]["test"][1:3] == ["voxgate-healthcheck", "--socket"]
     assert service["depends_on"]["sidecar"]["condition"] == "service_started"
     drain = float(service["command"][service["command"].index("--drain-grace-s") + 1])
-    assert drain < int(service["stop_grace_period"].rstrip("s")) if isinstance(service["stop_grace_period"], str) \
+    assert (
+        drain < int(service["stop_grace_period"].rstrip("s"))
+        if isinstance(service["stop_grace_period"], str)
         else drain * 1e9 < service["stop_grace_period"]
+    )
 
 
-ENVOY_TYPES = ("envoy.extensions.filters.network.http_connection_manager.v3", "envoy.extensions.filters.http.router.v3",
-               "envoy.extensions.upstreams.http.v3", "envoy.extensions.retry.host.previous_hosts.v3")
+ENVOY_TYPES = (
+    "envoy.extensions.filters.network.http_connection_manager.v3",
+    "envoy.extensions.filters.http.router.v3",
+    "envoy.extensions.upstreams.http.v3",
+    "envoy.extensions.retry.host.previous_hosts.v3",
+)
 
 
 def test_envoy_config_matches_envoy_api_types() -> None:
@@ -454,7 +509,8 @@ def test_systemd_units_verify(unit: str, tmp_path: Path) -> None:
     for name in ("voxgate.service", "voxgate-sidecar.service"):
         text = (DEPLOY / "systemd" / name).read_text().replace("/opt/voxgate/.venv/bin/", f"{BIN}/")
         (tmp_path / name).write_text(text)
-    out = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / unit)], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [analyze, "verify", "--man=no", str(tmp_path / unit)], capture_output=True, text=True, timeout=60
+    )
     # Unknown keys and bad values are printed but do not change the exit status: no output at all.
     assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout + out.stderr

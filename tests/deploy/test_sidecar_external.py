@@ -34,8 +34,13 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 def start_sidecar(socket: Path, log: Path) -> subprocess.Popen[str]:
     """`voxgate sidecar` as its own process (what the sidecar container's entrypoint runs)."""
-    proc = subprocess.Popen([sys.executable, "-m", "service", "sidecar", "--engine", "fake", "--socket", str(socket)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("a"), text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "sidecar", "--engine", "fake", "--socket", str(socket)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=log.open("a"),
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("READY"), f"sidecar did not start: {line!r}\n{log.read_text()}"
@@ -44,8 +49,9 @@ def start_sidecar(socket: Path, log: Path) -> subprocess.Popen[str]:
 
 def healthcheck(*args: str) -> int:
     """deploy/docker/healthcheck.py: the images' health check (compose healthcheck, Kubernetes exec probe)."""
-    return subprocess.run([sys.executable, str(ROOT / "deploy" / "docker" / "healthcheck.py"), *args],
-                          capture_output=True, timeout=30).returncode
+    return subprocess.run(
+        [sys.executable, str(ROOT / "deploy" / "docker" / "healthcheck.py"), *args], capture_output=True, timeout=30
+    ).returncode
 
 
 def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
@@ -58,9 +64,19 @@ def test_the_service_attaches_to_an_external_sidecar_and_outlives_it(tmp_path: P
     socket = tmp_path / "run" / "engine.sock"
     sidecar_log = tmp_path / "sidecar.log"
     sidecar = start_sidecar(socket, sidecar_log)
-    server = start_server(tmp_path, "--sidecar-external", "--sidecar-socket", str(socket),
-                          "--sidecar-health-interval-s", "0.2", "--sidecar-restart-backoff-s", "0.2",
-                          "--engine-recovery-timeout-s", "20", engine="fake")
+    server = start_server(
+        tmp_path,
+        "--sidecar-external",
+        "--sidecar-socket",
+        str(socket),
+        "--sidecar-health-interval-s",
+        "0.2",
+        "--sidecar-restart-backoff-s",
+        "0.2",
+        "--engine-recovery-timeout-s",
+        "20",
+        engine="fake",
+    )
     try:
         assert server.health("") == SERVING
         before = recognize(server.stub(), [config_request(), *audio_requests(voiced(1.0))])
@@ -96,10 +112,26 @@ def test_the_service_attaches_to_an_external_sidecar_and_outlives_it(tmp_path: P
 def test_the_service_waits_for_an_external_sidecar_that_starts_late(tmp_path: Path) -> None:
     socket = tmp_path / "run" / "engine.sock"
     log_path = tmp_path / "server.log"
-    proc = subprocess.Popen([sys.executable, "-m", "service", "serve", "--port", "0", "--sidecar-external",
-                             "--sidecar-socket", str(socket), "--sidecar-restart-backoff-s", "0.2"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=log_path.open("w"), text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--port",
+            "0",
+            "--sidecar-external",
+            "--sidecar-socket",
+            str(socket),
+            "--sidecar-restart-backoff-s",
+            "0.2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=log_path.open("w"),
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     sidecar = None
     try:
         assert proc.stdout is not None

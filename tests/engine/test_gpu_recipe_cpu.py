@@ -35,11 +35,25 @@ def json_documents(text: str) -> list[dict[str, Any]]:
 
 def test_the_gpu_recipe_runs_end_to_end_on_the_cpu(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "recipe"
-    env = {**os.environ, "NO_GPU": "1", "PRESET": "", "LEVELS": "1,2", "DURATION": "6", "OUT": str(out),
-           "PORT": str(free_port()), "METRICS_PORT": str(free_port()),
-           "EXTRA_SERVE_ARGS": "--max-model-len 4096"}
-    proc = subprocess.run(["bash", str(ROOT / "bench" / "gpu_recipe.sh"), "quick", str(tiny_model)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "NO_GPU": "1",
+        "PRESET": "",
+        "LEVELS": "1,2",
+        "DURATION": "6",
+        "OUT": str(out),
+        "PORT": str(free_port()),
+        "METRICS_PORT": str(free_port()),
+        "EXTRA_SERVE_ARGS": "--max-model-len 4096",
+    }
+    proc = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_recipe.sh"), "quick", str(tiny_model)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     *_, summary = json_documents(proc.stdout)  # voxgate bench's own line, then the recipe's summary
     assert summary["max_real_time_sessions"] >= 1
@@ -56,11 +70,26 @@ def test_the_front_end_ceiling_mode_runs_on_the_cpu(tiny_model: Path, tmp_path: 
     # K = 2 only: each K is the quick mode (the test above, K = 1) with --engine-option frontends=K --workers K, and
     # every further K is another engine start (~70 s on an AVX2 runner) that tests nothing new.
     out = tmp_path / "frontends"
-    env = {**os.environ, "NO_GPU": "1", "PRESET": "", "LEVELS": "2", "DURATION": "4", "OUT": str(out),
-           "FRONTENDS": "2", "PORT": str(free_port()), "METRICS_PORT": str(free_port()),
-           "EXTRA_SERVE_ARGS": "--max-model-len 4096"}
-    proc = subprocess.run(["bash", str(ROOT / "bench" / "gpu_recipe.sh"), "frontends", str(tiny_model)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "NO_GPU": "1",
+        "PRESET": "",
+        "LEVELS": "2",
+        "DURATION": "4",
+        "OUT": str(out),
+        "FRONTENDS": "2",
+        "PORT": str(free_port()),
+        "METRICS_PORT": str(free_port()),
+        "EXTRA_SERVE_ARGS": "--max-model-len 4096",
+    }
+    proc = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_recipe.sh"), "frontends", str(tiny_model)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     *_, summary = json_documents(proc.stdout)
     assert set(summary["max_real_time_sessions"]) == {"frontends=2"}

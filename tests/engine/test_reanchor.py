@@ -25,8 +25,9 @@ pytest.importorskip("vllm")
 
 SMALL = 320
 REFERENCE = 4096
-TINY_GEOMETRY: dict[str, Any] = dict(block_size=32, reanchor_margin_tokens=32, emit_empty_deltas=True,
-                                     exact_rope_tables=True, max_num_seqs=4)
+TINY_GEOMETRY: dict[str, Any] = dict(
+    block_size=32, reanchor_margin_tokens=32, emit_empty_deltas=True, exact_rope_tables=True, max_num_seqs=4
+)
 
 
 def run(h: Harness, pcm: bytes, **kwargs: Any) -> Result:
@@ -88,7 +89,8 @@ def test_sessions_run_in_reanchor_mode_by_default(small: Harness) -> None:
 
 
 def test_reanchored_engine_is_token_identical_to_one_that_never_reaches_the_cap(
-        small: Harness, reference_run: Result, long_audio: bytes) -> None:
+    small: Harness, reference_run: Result, long_audio: bytes
+) -> None:
     result = run(small, long_audio)
     events = reanchors(result)
     assert len(events) >= 5, f"only {len(events)} re-anchors"
@@ -106,7 +108,8 @@ def test_reanchored_engine_is_token_identical_to_one_that_never_reaches_the_cap(
 
 @pytest.mark.parametrize("rotate", ["none", "decoder"])
 def test_without_rotating_every_key_the_output_diverges_right_after_the_first_reanchor(
-        throwaway: Any, reference_run: Result, rotate: str) -> None:
+    throwaway: Any, reference_run: Result, rotate: str
+) -> None:
     """Negative controls: the parity test can fail. No rotation at all, or the decoder's keys rotated but
     not the encoder's: the first token after the first event differs."""
     h = throwaway(max_model_len=SMALL, reanchor_rotate=rotate, **TINY_GEOMETRY)
@@ -120,15 +123,17 @@ def test_without_rotating_every_key_the_output_diverges_right_after_the_first_re
     assert first_event_token - 2 <= diverged <= first_event_token + 2, (diverged, first_event_token)
 
 
-def test_three_desynchronized_sessions_reanchor_at_their_own_moments_and_match_their_solo_runs(
-        small: Harness) -> None:
+def test_three_desynchronized_sessions_reanchor_at_their_own_moments_and_match_their_solo_runs(small: Harness) -> None:
     clips = [speech(34.0, seed=1), speech(42.0, seed=2), speech(50.0, seed=3)]
     solo = [run(small, pcm) for pcm in clips]
 
     async def together() -> list[Result]:
         sessions = [await small.engine.open_session(f"c{i}", "en") for i in range(3)]
-        return list(await asyncio.gather(*(
-            stream(s, pcm, start_delay_s=2.5 * i) for i, (s, pcm) in enumerate(zip(sessions, clips, strict=True)))))
+        return list(
+            await asyncio.gather(
+                *(stream(s, pcm, start_delay_s=2.5 * i) for i, (s, pcm) in enumerate(zip(sessions, clips, strict=True)))
+            )
+        )
 
     concurrent = small.run(together(), timeout=600)
     for i in range(3):
@@ -148,7 +153,7 @@ def test_sidecar_status_reports_each_sessions_clock_and_reanchor_count(small: Ha
         reader = asyncio.create_task(drain())
         pcm = speech(30.0)
         for i in range(0, len(pcm), 2560):
-            await session.push_audio(pcm[i:i + 2560], True)
+            await session.push_audio(pcm[i : i + 2560], True)
         await asyncio.sleep(1.0)  # one poll of the worker's events
         stats = small.engine.session_stats()
         await session.abort()
@@ -163,7 +168,8 @@ def test_sidecar_status_reports_each_sessions_clock_and_reanchor_count(small: Ha
 
 
 def test_a_missing_private_vllm_attribute_falls_back_to_rollover_with_the_reason(
-        throwaway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    throwaway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
 
     monkeypatch.delattr(Scheduler, "_update_request_as_session")
@@ -191,13 +197,13 @@ def test_a_margin_that_leaves_no_room_falls_back_with_the_numbers(throwaway: Any
     assert "needs at least 356" in h.engine.info.position_mode_reason
 
 
-
 def test_every_private_vllm_attribute_the_extension_relies_on_exists() -> None:
     from engine_sidecar.engines.voxtral.reanchor.guards import REQUIRED, missing_attributes
 
     assert missing_attributes() == []
     assert missing_attributes([("vllm.v1.request", "Request", "no_such_attribute")]) == [
-        "vllm.v1.request.Request.no_such_attribute"]
+        "vllm.v1.request.Request.no_such_attribute"
+    ]
     assert len(REQUIRED) >= 20
 
 
@@ -206,8 +212,9 @@ def test_config_guards_name_each_reason() -> None:
     from engine_sidecar.engines.voxtral.reanchor.guards import config_problems
 
     assert config_problems(VoxtralOptions(), VLLM_VERSION + "+cpu", VLLM_VERSION) == []
-    problems = config_problems(VoxtralOptions(kv_cache_dtype="fp8_e4m3", enable_prefix_caching=True), "0.33.0",
-                               VLLM_VERSION)
+    problems = config_problems(
+        VoxtralOptions(kv_cache_dtype="fp8_e4m3", enable_prefix_caching=True), "0.33.0", VLLM_VERSION
+    )
     assert len(problems) == 3
     assert "not the pinned" in problems[0] and "fp8" in problems[1] and "prefix caching" in problems[2]
     # vLLM's own quantized-KV predicate: not only fp8 (int8/int4 per-token-head, nvfp4, ...).

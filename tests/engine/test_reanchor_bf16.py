@@ -46,7 +46,9 @@ def test_bf16_reanchoring_stays_within_the_spread_of_equivalent_references(tiny_
     assert events >= 3 and len(reference) > SMALL
     spread = differing(reference, equivalent)
     moved = differing(reanchored, reference)
-    print(f"bf16, {len(reference)} tokens: equivalent references differ in {spread}, "
-          f"re-anchored ({events} events) vs reference in {moved}")
+    print(
+        f"bf16, {len(reference)} tokens: equivalent references differ in {spread}, "
+        f"re-anchored ({events} events) vs reference in {moved}"
+    )
     assert spread > 0, "the references must differ, or the comparison says nothing"
     assert moved <= spread

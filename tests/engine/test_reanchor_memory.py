@@ -71,7 +71,7 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
         reader = asyncio.create_task(read())
         step = 320 * 32
         for i in range(0, len(pcm), step):
-            await session.push_audio(pcm[i:i + step], True)
+            await session.push_audio(pcm[i : i + step], True)
         await session.close()
         await reader
 
@@ -92,7 +92,9 @@ def test_one_long_session_reanchors_at_flat_memory(tiny_model: Any) -> None:
         last = settled[-1][name]
         per_token = (last - first) / max(1, tokens_at[-1] - tokens_at[WARM_UP_EVENTS])
         # docs/reanchoring.md: EngineCore/Worker ~4/~0.5 bytes per token on tcmalloc, ~43/~84 on glibc.
-        print(f"{name}: {first / 2**20:.1f} MiB after warm-up, peak {peak / 2**20:.1f}, last {last / 2**20:.1f}, "
-              f"{per_token:.1f} bytes per token")
+        print(
+            f"{name}: {first / 2**20:.1f} MiB after warm-up, peak {peak / 2**20:.1f}, last {last / 2**20:.1f}, "
+            f"{per_token:.1f} bytes per token"
+        )
         assert (last - first) / first < 0.01, f"{name} RSS drifted {100 * (last - first) / first:.2f} %"
     assert {"VLLM::EngineCore", "VLLM::Worker"} <= set(settled[0])

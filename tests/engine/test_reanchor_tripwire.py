@@ -77,6 +77,8 @@ def test_a_refusal_says_what_it_refused_to_run_on(make_harness: Any) -> None:
     info = h.engine.info
     assert info.position_mode == "rollover"
     assert info.position_mode_reason.startswith("prefix caching is on")
-    assert "[runs on: runner vllm.v1.worker.cpu_model_runner.CPUModelRunner, async scheduling off" in \
-        info.position_mode_reason
+    assert (
+        "[runs on: runner vllm.v1.worker.cpu_model_runner.CPUModelRunner, async scheduling off"
+        in info.position_mode_reason
+    )
     assert "group 1 (encoder, block 32" in info.position_mode_reason

@@ -41,8 +41,15 @@ psutil = pytest.importorskip("psutil")
 from engine_api.v1 import engine_pb2 as epb  # noqa: E402
 from engine_api.v1 import engine_pb2_grpc  # noqa: E402
 
-OPTIONS: dict[str, Any] = dict(dtype="float32", max_model_len=320, block_size=32, reanchor_margin_tokens=32,
-                               emit_empty_deltas=True, exact_rope_tables=True, max_num_seqs=4)
+OPTIONS: dict[str, Any] = dict(
+    dtype="float32",
+    max_model_len=320,
+    block_size=32,
+    reanchor_margin_tokens=32,
+    emit_empty_deltas=True,
+    exact_rope_tables=True,
+    max_num_seqs=4,
+)
 EXIT_ENGINE_DEAD = 70
 AUDIO_S = 25.0  # one re-anchor per session (clock 288 at ~21 s)
 CHUNK_MS = 80
@@ -56,10 +63,24 @@ class FrontEnds:
         self.log = tmp / "sidecar.log"
         options = {**OPTIONS, "frontends": 2}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine_sidecar", "--engine", "voxtral", "--model", str(model),
-             "--socket", self.socket, "--max-sessions", "4",
-             *(arg for k, v in options.items() for arg in ("--engine-option", f"{k}={json.dumps(v)}"))],
-            stdout=subprocess.PIPE, stderr=self.log.open("wb"), text=True)
+            [
+                sys.executable,
+                "-m",
+                "engine_sidecar",
+                "--engine",
+                "voxtral",
+                "--model",
+                str(model),
+                "--socket",
+                self.socket,
+                "--max-sessions",
+                "4",
+                *(arg for k, v in options.items() for arg in ("--engine-option", f"{k}={json.dumps(v)}")),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.log.open("wb"),
+            text=True,
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until READY (every front end serves) or exit
         assert line.startswith("READY"), (line, self.log.read_text()[-3000:])
@@ -118,8 +139,13 @@ def one_frontend(make_harness: Any, audio: bytes) -> Result:
 LOST = "LOST"  # how a session whose connection ended without an `Ended` message failed: its front end died
 
 
-def session(socket: str, session_id: str, pcm: bytes, pace_s: float = 0.0, started: threading.Event | None = None,
-            ) -> tuple[Result, str | None]:
+def session(
+    socket: str,
+    session_id: str,
+    pcm: bytes,
+    pace_s: float = 0.0,
+    started: threading.Event | None = None,
+) -> tuple[Result, str | None]:
     """One engine session on a front end's frames socket, as the service runs it: open, audio in 80 ms chunks,
     close; every output, and how it failed (the `Ended` code, or LOST), if it did."""
     conn = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
@@ -128,11 +154,12 @@ def session(socket: str, session_id: str, pcm: bytes, pace_s: float = 0.0, start
 
     def write() -> None:
         try:
-            conn.sendall(frame(epb.SessionInput(open=epb.Open(session_id=session_id, language_code="en",
-                                                              sample_rate_hz=16000))))
+            conn.sendall(
+                frame(epb.SessionInput(open=epb.Open(session_id=session_id, language_code="en", sample_rate_hz=16000)))
+            )
             step = CHUNK_MS * BYTES_PER_MS
             for i in range(0, len(pcm), step):
-                conn.sendall(frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm[i:i + step], speech=True))))
+                conn.sendall(frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm[i : i + step], speech=True))))
                 if pace_s:
                     time.sleep(pace_s)
             conn.sendall(frame(epb.SessionInput(close=epb.Close())))
@@ -179,8 +206,9 @@ def reanchor_at(r: Result) -> list[int]:
     return [d.at_ms for d in r.diagnostics if d.kind == DiagnosticKind.REANCHOR]
 
 
-def both(frontends: FrontEnds, audio: bytes, pace: tuple[float, float] = (0.0, 0.0),
-         during: Any = None) -> list[tuple[Result, str | None]]:
+def both(
+    frontends: FrontEnds, audio: bytes, pace: tuple[float, float] = (0.0, 0.0), during: Any = None
+) -> list[tuple[Result, str | None]]:
     """A session on each front end at once; `during(started_events)` runs meanwhile."""
     out: list[Any] = [None, None]
     started = [threading.Event(), threading.Event()]
@@ -214,8 +242,10 @@ def test_the_core_hosts_engine_core_and_worker_get_tcmalloc_and_the_front_ends_d
     if find_tcmalloc() is None:
         pytest.skip("no libtcmalloc on this machine (apt-get install libtcmalloc-minimal4)")
     procs = [("host", psutil.Process(frontends.proc.pid))] + [
-        (p.name(), p) for p in frontends.alive_descendants()
-        if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())]  # a helper the core's spawn starts
+        (p.name(), p)
+        for p in frontends.alive_descendants()
+        if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())
+    ]  # a helper the core's spawn starts
     mapped = {(name, p.pid): "libtcmalloc" in Path(f"/proc/{p.pid}/maps").read_text() for name, p in procs}
     names = [name for name, _ in mapped]
     assert names.count("VLLM::EngineCore") == 1 and "VLLM::Worker" in names, names
@@ -226,7 +256,8 @@ def test_the_core_hosts_engine_core_and_worker_get_tcmalloc_and_the_front_ends_d
 
 
 def test_two_front_ends_carry_sessions_that_reanchor_and_match_one_front_end(
-        frontends: FrontEnds, audio: bytes, one_frontend: Result) -> None:
+    frontends: FrontEnds, audio: bytes, one_frontend: Result
+) -> None:
     before = [frontends.status(i).counters.get("reanchors", 0) for i in (0, 1)]
     results = both(frontends, audio)
     assert reanchor_at(one_frontend), "the reference must re-anchor, or this test proves nothing"
@@ -239,7 +270,8 @@ def test_two_front_ends_carry_sessions_that_reanchor_and_match_one_front_end(
 
 
 def test_a_sigkilled_front_end_is_replaced_while_the_other_carries_on(
-        frontends: FrontEnds, audio: bytes, one_frontend: Result) -> None:
+    frontends: FrontEnds, audio: bytes, one_frontend: Result
+) -> None:
     pids = frontends.frontend_pids()
 
     def kill_front_end_1(started: list[threading.Event]) -> None:

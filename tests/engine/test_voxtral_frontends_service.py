@@ -39,18 +39,41 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 pytest.importorskip("vllm")
 
-LIMIT_WARNINGS = {"ENGINE_RESET", "ENGINE_RESTARTED", "ENGINE_ROLLOVER", "ENGINE_RUT_RECOVERY",
-                  "ENGINE_FREEZE_RECOVERY"}
+LIMIT_WARNINGS = {
+    "ENGINE_RESET",
+    "ENGINE_RESTARTED",
+    "ENGINE_ROLLOVER",
+    "ENGINE_RUT_RECOVERY",
+    "ENGINE_FREEZE_RECOVERY",
+}
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("voxtral-frontends-service")
     # As test_voxtral_service.py (float32: tokens comparable across batches), with two front ends of 2 seqs each.
-    s = start_server(tmp, "--max-model-len", "320", "--max-num-seqs", "4", "--dtype", "float32", "--block-size", "32",
-                     "--reanchor-margin-tokens", "32", "--engine-option", "frontends=2",
-                     "--sidecar-socket", str(tmp / "engine" / "engine.sock"), "--sidecar-health-interval-s", "0.5",
-                     engine="voxtral", model=str(tiny_model), ready_timeout_s=300)
+    s = start_server(
+        tmp,
+        "--max-model-len",
+        "320",
+        "--max-num-seqs",
+        "4",
+        "--dtype",
+        "float32",
+        "--block-size",
+        "32",
+        "--reanchor-margin-tokens",
+        "32",
+        "--engine-option",
+        "frontends=2",
+        "--sidecar-socket",
+        str(tmp / "engine" / "engine.sock"),
+        "--sidecar-health-interval-s",
+        "0.5",
+        engine="voxtral",
+        model=str(tiny_model),
+        ready_timeout_s=300,
+    )
     s.socket = str(tmp / "engine" / "engine.sock")  # type: ignore[attr-defined]
     # The service serves once one front end answers; the tests want both.
     deadline = time.monotonic() + 30
@@ -89,25 +112,31 @@ def wall(entry: dict[str, Any]) -> float:
     return datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
-def placed_on(server: ServerProcess, responses: list[pb.StreamingRecognizeResponse],
-              after: float = 0.0) -> list[int]:
+def placed_on(server: ServerProcess, responses: list[pb.StreamingRecognizeResponse], after: float = 0.0) -> list[int]:
     """The front ends the service opened this session's engine streams on, in order (after wall time `after`)."""
     sid = responses[0].started.session_id
-    return [e["frontend_index"] for e in events(server, "engine_placed")
-            if e.get("session_id") == sid and wall(e) > after]
+    return [
+        e["frontend_index"] for e in events(server, "engine_placed") if e.get("session_id") == sid and wall(e) > after
+    ]
 
 
 def signature(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[str, list[tuple[int, int]]]]:
-    return [(r.text, [(w.start_offset.ToMilliseconds(), w.end_offset.ToMilliseconds()) for w in r.words])
-            for r in finals(responses)]
+    return [
+        (r.text, [(w.start_offset.ToMilliseconds(), w.end_offset.ToMilliseconds()) for w in r.words])
+        for r in finals(responses)
+    ]
 
 
 def warnings(responses: list[pb.StreamingRecognizeResponse]) -> list[str]:
     return [r.warning.code for r in responses if r.HasField("warning")]
 
 
-def together(server: ServerProcess, audio: bytes, pace_s: float = 0.0, during: Any = None,
-             ) -> list[list[pb.StreamingRecognizeResponse]]:
+def together(
+    server: ServerProcess,
+    audio: bytes,
+    pace_s: float = 0.0,
+    during: Any = None,
+) -> list[list[pb.StreamingRecognizeResponse]]:
     """Two sessions open at once (each holds its audio until both are configured); `during()` runs meanwhile."""
     both = threading.Barrier(2)
     out: list[list[pb.StreamingRecognizeResponse]] = [[], []]
@@ -160,7 +189,8 @@ def sidecar_starts(server: ServerProcess) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("victim_frontend", [1, 0])
 def test_a_killed_front_end_moves_its_session_to_the_other_and_the_sidecar_lives_on(
-        server: ServerProcess, victim_frontend: int) -> None:
+    server: ServerProcess, victim_frontend: int
+) -> None:
     k, other = victim_frontend, 1 - victim_frontend
     assert len(sidecar_starts(server)) == 1
     pids = {i: status(server, i).pid for i in (0, 1)}

@@ -27,10 +27,22 @@ pytest.importorskip("vllm")
 @pytest.fixture(scope="module")
 def voxtral_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     # As tests/engine/test_voxtral_service.py starts it (float32: the same tokens for the same audio).
-    server = start_server(tmp_path_factory.mktemp("voxtral-integrations"), "--max-model-len", "320",
-                          "--max-num-seqs", "6", "--dtype", "float32", "--block-size", "32",
-                          "--reanchor-margin-tokens", "32", engine="voxtral", model=str(tiny_model),
-                          ready_timeout_s=240)
+    server = start_server(
+        tmp_path_factory.mktemp("voxtral-integrations"),
+        "--max-model-len",
+        "320",
+        "--max-num-seqs",
+        "6",
+        "--dtype",
+        "float32",
+        "--block-size",
+        "32",
+        "--reanchor-margin-tokens",
+        "32",
+        engine="voxtral",
+        model=str(tiny_model),
+        ready_timeout_s=240,
+    )
     yield server
     server.stop()
 
@@ -96,14 +108,22 @@ def test_livekit_plugin_on_voxtral(voxtral_server: ServerProcess) -> None:
     assert recognized.alternatives[0].text == " ".join(reference)  # type: ignore[attr-defined]
 
 
-def test_pipecat_service_on_voxtral(voxtral_server: ServerProcess, pipecat_python: Path,  # noqa: F811
-                                    tmp_path: Path) -> None:
+def test_pipecat_service_on_voxtral(
+    voxtral_server: ServerProcess,
+    pipecat_python: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     pcm = clip()
     language, reference = asyncio.run(direct(voxtral_server.target, pcm))
-    run = run_pipecat(pipecat_python, tmp_path, pcm, target=voxtral_server.target, pace=1.0,
-                      wait_for_session=True, vad_events=True)
-    letters = {"ProposedUserStartedSpeakingFrame": "S", "InterimTranscriptionFrame": "I",
-               "TranscriptionFrame": "F", "ProposedUserStoppedSpeakingFrame": "E"}
+    run = run_pipecat(
+        pipecat_python, tmp_path, pcm, target=voxtral_server.target, pace=1.0, wait_for_session=True, vad_events=True
+    )
+    letters = {
+        "ProposedUserStartedSpeakingFrame": "S",
+        "InterimTranscriptionFrame": "I",
+        "TranscriptionFrame": "F",
+        "ProposedUserStoppedSpeakingFrame": "E",
+    }
     shape = "".join(letters[k] for k in run.sequence)
     assert SEGMENTS.fullmatch(shape) and "I" in shape and "F" in shape, run.stderr[-3000:]
     assert run.all_received()

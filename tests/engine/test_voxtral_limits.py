@@ -20,8 +20,13 @@ MAX_MODEL_LEN = 256  # ~17 s of audio per engine request
 @pytest.fixture(scope="module")
 def h(make_harness: Any) -> Harness:
     # Rollover is what `--no-reanchor` (or a failed re-anchoring guard) leaves: tested here on its own.
-    return make_harness(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, emit_empty_deltas=True,
-                        rollover_silence_window_s=8.0, reanchor=False)
+    return make_harness(
+        max_model_len=MAX_MODEL_LEN,
+        max_num_seqs=4,
+        emit_empty_deltas=True,
+        rollover_silence_window_s=8.0,
+        reanchor=False,
+    )
 
 
 def speech_with_pauses(at_ms: int) -> bool:
@@ -55,7 +60,8 @@ def test_session_past_max_model_len_rolls_over_inside_silences(h: Harness) -> No
         short = noise(4.0, seed=6)
         together = await asyncio.gather(
             stream(long_s, noise(audio_ms / 1000, seed=5), chunk_ms=160, speech=speech_with_pauses),
-            stream(other, short, chunk_ms=80, start_delay_s=0.5))
+            stream(other, short, chunk_ms=80, start_delay_s=0.5),
+        )
         alone = await stream(await h.engine.open_session("alone", "en"), short)
         return together[0], together[1], alone
 
@@ -84,8 +90,9 @@ def test_blank_rut_over_speech_is_recovered(h: Harness) -> None:
     """A biased blank logit makes the tiny model emit only blanks: a scripted rut."""
     ctx = h.engine._ctx
     assert ctx is not None
-    rut_ctx = dataclasses.replace(ctx, options=dataclasses.replace(ctx.options, blank_logit_bias=100.0,
-                                                                     rut_blank_frames=25))
+    rut_ctx = dataclasses.replace(
+        ctx, options=dataclasses.replace(ctx.options, blank_logit_bias=100.0, rut_blank_frames=25)
+    )
     before = h.engine.counters().get("rut_recoveries", 0)
 
     async def go() -> Result:

@@ -40,10 +40,26 @@ MAX_MODEL_LEN = 320
 def voxtral_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("voxtral-service")
     # float32: in bf16 the batch a step runs in changes the numbers, so tokens are not comparable across runs.
-    server = start_server(tmp, "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "6", "--dtype", "float32",
-                          "--block-size", "32", "--reanchor-margin-tokens", "32",
-                          "--sidecar-socket", str(tmp / "engine" / "engine.sock"), "--resume-window-s", "1",
-                          engine="voxtral", model=str(tiny_model), ready_timeout_s=240)
+    server = start_server(
+        tmp,
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--max-num-seqs",
+        "6",
+        "--dtype",
+        "float32",
+        "--block-size",
+        "32",
+        "--reanchor-margin-tokens",
+        "32",
+        "--sidecar-socket",
+        str(tmp / "engine" / "engine.sock"),
+        "--resume-window-s",
+        "1",
+        engine="voxtral",
+        model=str(tiny_model),
+        ready_timeout_s=240,
+    )
     server.socket = tmp / "engine" / "engine.sock"  # type: ignore[attr-defined]
     yield server
     server.stop()
@@ -60,8 +76,10 @@ def clip() -> bytes:
 
 
 def signature(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[str, list[tuple[int, int]]]]:
-    return [(r.text, [(w.start_offset.ToMilliseconds(), w.end_offset.ToMilliseconds()) for w in r.words])
-            for r in finals(responses)]
+    return [
+        (r.text, [(w.start_offset.ToMilliseconds(), w.end_offset.ToMilliseconds()) for w in r.words])
+        for r in finals(responses)
+    ]
 
 
 def test_paced_session_grows_interims_then_gets_a_final(voxtral_server: ServerProcess) -> None:
@@ -159,8 +177,9 @@ def test_a_disconnect_leaves_no_engine_request_behind(voxtral_server: ServerProc
     assert counters["engine_unfinished"] == 0
 
 
-def test_transcribe_json_shows_the_position_mode_and_each_reanchor(voxtral_server: ServerProcess,
-                                                                   tmp_path: Path) -> None:
+def test_transcribe_json_shows_the_position_mode_and_each_reanchor(
+    voxtral_server: ServerProcess, tmp_path: Path
+) -> None:
     import json
     import subprocess
     import sys
@@ -172,21 +191,46 @@ def test_transcribe_json_shows_the_position_mode_and_each_reanchor(voxtral_serve
         w.setsampwidth(2)
         w.setframerate(16000)
         w.writeframes((clip() + silence(1.0)) * 5)  # ~35 s: at least one re-anchor
-    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", voxtral_server.target, "--no-pace",
-                          "--json", str(path)], capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "transcribe",
+            "--server",
+            voxtral_server.target,
+            "--no-pace",
+            "--json",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[0]["type"] == "started" and lines[0]["position_mode"] == "reanchor"
     events = [line for line in lines if line["type"] == "warning" and line["code"] == "ENGINE_REANCHOR"]
     assert events and "shifted down by 128" in events[0]["message"]
-    status = subprocess.run([sys.executable, "-m", "service", "status", "--server", voxtral_server.target],
-                            capture_output=True, text=True, timeout=60, check=True).stdout
+    status = subprocess.run(
+        [sys.executable, "-m", "service", "status", "--server", voxtral_server.target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "positions  re-anchoring" in status
 
 
 # Warnings that report a seam in the engine's context (a reset, restart, rollover or recovery): the only way a
 # transcript may legitimately differ, and none of them should happen just because the machine is busy.
-LIMIT_WARNINGS = {"ENGINE_RESET", "ENGINE_RESTARTED", "ENGINE_ROLLOVER", "ENGINE_RUT_RECOVERY",
-                  "ENGINE_FREEZE_RECOVERY"}
+LIMIT_WARNINGS = {
+    "ENGINE_RESET",
+    "ENGINE_RESTARTED",
+    "ENGINE_ROLLOVER",
+    "ENGINE_RUT_RECOVERY",
+    "ENGINE_FREEZE_RECOVERY",
+}
 
 
 def test_load_never_changes_a_transcript(voxtral_server: ServerProcess) -> None:
@@ -198,8 +242,9 @@ def test_load_never_changes_a_transcript(voxtral_server: ServerProcess) -> None:
     audio = (clip() + silence(1.0)) * 4  # ~28 s: past max_model_len, so re-anchoring runs under load too
 
     def run() -> tuple[list[tuple[str, list[tuple[int, int]]]], set[str]]:
-        responses = recognize(voxtral_server.stub(), [config_request(), *paced(audio_requests(audio, 3200), 0.1)],
-                              timeout=300)
+        responses = recognize(
+            voxtral_server.stub(), [config_request(), *paced(audio_requests(audio, 3200), 0.1)], timeout=300
+        )
         assert responses[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
         return signature(responses), {r.warning.code for r in responses if r.HasField("warning")}
 
@@ -223,8 +268,9 @@ def test_finals_through_voxgate_are_the_engines_own_text(voxtral_server: ServerP
     the concatenated finals are the engine's own deltas, in order, nothing dropped, repeated or reworded. Compared
     without whitespace: the service may cut an utterance inside a word that random weights spell across tokens."""
     audio = clip() + silence(1.0) + clip() + silence(1.0) + clip()  # ~20 s, three utterances
-    direct = make_harness(max_model_len=MAX_MODEL_LEN, max_num_seqs=6, block_size=32, reanchor_margin_tokens=32,
-                          rut_blank_frames=0)
+    direct = make_harness(
+        max_model_len=MAX_MODEL_LEN, max_num_seqs=6, block_size=32, reanchor_margin_tokens=32, rut_blank_frames=0
+    )
 
     async def engine_alone() -> str:
         session = await direct.engine.open_session("direct", "en")

@@ -22,9 +22,24 @@ EXIT_ENGINE_DEAD = 70
 class Sidecar:
     def __init__(self, model: Path, tmp: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service", "sidecar", "--engine", "voxtral", "--model", str(model),
-             "--socket", str(tmp / "engine.sock"), "--max-sessions", "2"],
-            stdout=subprocess.PIPE, stderr=(tmp / "sidecar.log").open("wb"), text=True)
+            [
+                sys.executable,
+                "-m",
+                "service",
+                "sidecar",
+                "--engine",
+                "voxtral",
+                "--model",
+                str(model),
+                "--socket",
+                str(tmp / "engine.sock"),
+                "--max-sessions",
+                "2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=(tmp / "sidecar.log").open("wb"),
+            text=True,
+        )
         self.log = tmp / "sidecar.log"
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until READY (vLLM starts in ~25 s) or exit
@@ -91,15 +106,29 @@ def test_engine_death_mid_session_ends_it_and_exits_the_sidecar_non_zero(sidecar
     core.kill()
     assert sidecar.proc.wait(30) == EXIT_ENGINE_DEAD
     t.join(30)
-    (result, error), = outcome
+    ((result, error),) = outcome
     assert error is not None and error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL)
     assert "vllm_engine_dead" in sidecar.log.read_text()
 
 
 def test_sidecar_refuses_another_vllm_version(tmp_path: Path, tiny_model: Path) -> None:
-    code = ("import sys, vllm; vllm.__version__ = '0.33.0'; from service.cli import main; sys.exit(main())")
+    code = "import sys, vllm; vllm.__version__ = '0.33.0'; from service.cli import main; sys.exit(main())"
     proc = subprocess.run(
-        [sys.executable, "-c", code, "sidecar", "--engine", "voxtral", "--model", str(tiny_model),
-         "--socket", str(tmp_path / "s.sock")], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-c",
+            code,
+            "sidecar",
+            "--engine",
+            "voxtral",
+            "--model",
+            str(tiny_model),
+            "--socket",
+            str(tmp_path / "s.sock"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "pinned to vLLM 0.32.0 but 0.33.0 is installed" in proc.stderr + proc.stdout

@@ -43,7 +43,7 @@ def test_tokens_carry_increasing_audio_times(h: Harness) -> None:
     assert len(r.deltas) == frames
     ends = [d.end_ms for d in r.deltas]
     assert ends == sorted(ends)
-    for k, d in enumerate(r.deltas[:audio_ms // FRAME_MS]):
+    for k, d in enumerate(r.deltas[: audio_ms // FRAME_MS]):
         assert (d.start_ms, d.end_ms) == (k * FRAME_MS, (k + 1) * FRAME_MS)
     assert all(d.end_ms <= audio_ms for d in r.deltas)  # right-padding tokens are clamped to the audio
     assert r.closed == Closed(audio_ms=audio_ms)
@@ -71,9 +71,17 @@ def test_session_alone_equals_session_beside_three_others(h: Harness) -> None:
         sessions = [await h.engine.open_session(f"c{i}", "en") for i in range(4)]
         return await asyncio.gather(
             stream(sessions[0], pcm, chunk_ms=80, pace_s=0.01),
-            *(stream(s, noise(3.0 + i, seed=10 + i), chunk_ms=(40, 160, 240)[i], pace_s=0.02,
-                     start_delay_s=0.15 * (i + 1))
-              for i, s in enumerate(sessions[1:])))
+            *(
+                stream(
+                    s,
+                    noise(3.0 + i, seed=10 + i),
+                    chunk_ms=(40, 160, 240)[i],
+                    pace_s=0.02,
+                    start_delay_s=0.15 * (i + 1),
+                )
+                for i, s in enumerate(sessions[1:])
+            ),
+        )
 
     results = h.run(together())
     assert results[0].token_ids == alone
@@ -97,7 +105,7 @@ def test_abort_leaves_no_request_in_the_engine(h: Harness) -> None:
         reader = asyncio.create_task(read())
         pcm = noise(3.0, seed=3)
         for i in range(0, len(pcm), 2560):
-            await session.push_audio(pcm[i:i + 2560], True)
+            await session.push_audio(pcm[i : i + 2560], True)
         await first.wait()  # the engine request is live: abort it mid-stream
         await session.abort()
         await reader
@@ -123,7 +131,7 @@ def test_abort_leaves_no_request_in_the_engine(h: Harness) -> None:
         reader = asyncio.create_task(read())
         pcm = noise(1.5, seed=4)
         for i in range(0, len(pcm), 2560):
-            await session.push_audio(pcm[i:i + 2560], True)
+            await session.push_audio(pcm[i : i + 2560], True)
         await session.close()
         return await reader
 
@@ -135,6 +143,7 @@ def test_abort_leaves_no_request_in_the_engine(h: Harness) -> None:
 
 # Each 80 ms step's engine input: built directly (the default) or by vLLM's renderer (chunk_render.py).
 
+
 def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]:
     """The first step prompts vLLM's own realtime buffer makes of this audio (the first carries the prefix),
     in frames that do not fall on the model's 80 ms."""
@@ -143,7 +152,7 @@ def realtime_prompts(h: Harness, pcm: bytes, steps: int) -> list[dict[str, Any]]
     from engine_sidecar.engines.voxtral.steps import vllm_prompts
 
     samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
-    chunks = [samples[i:i + 1333] for i in range(0, len(samples), 1333)]
+    chunks = [samples[i : i + 1333] for i in range(0, len(samples), 1333)]
     return h.run(vllm_prompts(h.engine._ctx.model_cls, h.engine._ctx.llm.model_config, chunks))[:steps]
 
 
@@ -175,6 +184,7 @@ def test_direct_and_vllm_step_inputs_give_the_same_tokens(h: Harness, make_harne
 
 # How the steps reach vLLM: from the request's own task (the default where checked equal) or generate().
 
+
 def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
     from engine_sidecar.engines.voxtral import chunk_render, step_driver, steps
     from engine_sidecar.engines.voxtral.stream import request_params
@@ -188,7 +198,8 @@ def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
     # ... and the comparison sees a difference where there is one: one sample fewer, one step's token changed.
     assert steps.compare(steps.our_prompts(model_cls, llm.model_config, [*chunks[:-1], chunks[-1][:-1]]), theirs)
     assert steps.compare([*ours[:5], {**ours[5], "prompt_token_ids": [1]}, *ours[6:]], theirs) == [
-        "step 5: prompt tokens differ"]
+        "step 5: prompt tokens differ"
+    ]
 
     render = h.engine._ctx.render
     params = request_params(model_cls, {3: 1.5}, "voxgate-x")
@@ -216,8 +227,10 @@ def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:
     llm, model_cls = h.engine._ctx.llm, h.engine._ctx.model_cls
     audio = np.concatenate(steps.sample_audio(2.5, seed=8))
     rng = np.random.default_rng(3)
-    cases = {f"up to {n - 1} samples": np.split(audio, (c := np.cumsum(rng.integers(1, n, size=len(audio))))[
-        c < len(audio)]) for n in (2, 50, 700, 1333, 4000, 16000)}
+    cases = {
+        f"up to {n - 1} samples": np.split(audio, (c := np.cumsum(rng.integers(1, n, size=len(audio))))[c < len(audio)])
+        for n in (2, 50, 700, 1333, 4000, 16000)
+    }
     for name, chunks in {**cases, "all in one chunk": [audio], "no audio at all": []}.items():
         ours = steps.our_prompts(model_cls, llm.model_config, chunks)
         theirs = h.run(steps.vllm_prompts(model_cls, llm.model_config, chunks))
@@ -253,6 +266,7 @@ def test_direct_and_vllm_step_drivers_give_the_same_tokens(h: Harness, make_harn
 
 # Each token's text: our cached pieces (the default where checked equal) or vLLM's detokenizer.
 
+
 def test_own_token_text_equals_vllms_detokenizer(h: Harness) -> None:
     from engine_sidecar.engines.voxtral import steps, token_text
 
@@ -266,8 +280,11 @@ def test_own_token_text_equals_vllms_detokenizer(h: Harness) -> None:
         assert token_text.own_texts(pieces, ids) == theirs, seed
         assert sum(map(bool, theirs)) > 1000 and any("\ufffd" in t for t in theirs), "every path was taken"
     # ... and the comparison sees a difference where there is one: a byte token given out at once.
-    byte = next(i for i in range(tokenizer.tokenizer.num_special_tokens, len(tokenizer))
-                if (p := pieces.get(i)) is not None and not p[0])
+    byte = next(
+        i
+        for i in range(tokenizer.tokenizer.num_special_tokens, len(tokenizer))
+        if (p := pieces.get(i)) is not None and not p[0]
+    )
     wrong = token_text.TokenPieces(tokenizer)
     wrong._cache[byte] = ("\ufffd", pieces.get(byte)[1])  # type: ignore[index]
     assert token_text.differences(tokenizer, wrong, prompt)
@@ -314,6 +331,7 @@ def test_the_front_end_keeps_no_statistics_nobody_reads(h: Harness) -> None:
 
 # A session-long request's token lists in vLLM's front end (engine_sidecar/engines/voxtral/request_memory.py).
 
+
 def held_by_front_end(h: Harness) -> list[int]:
     from engine_sidecar.engines.voxtral.request_memory import held_ids
 
@@ -339,7 +357,7 @@ def long_session_holding(h: Harness, seconds: float) -> tuple[int, list[int]]:
         reader = asyncio.create_task(read())
         pcm = noise(seconds, seed=13)
         for i in range(0, len(pcm), 320 * 32):
-            await session.push_audio(pcm[i:i + 320 * 32], True)
+            await session.push_audio(pcm[i : i + 320 * 32], True)
         await session.close()
         await reader
         return tokens
@@ -348,8 +366,9 @@ def long_session_holding(h: Harness, seconds: float) -> tuple[int, list[int]]:
 
 
 @pytest.mark.parametrize("driver", ["direct", "vllm"])
-def test_the_front_end_holds_a_bounded_tail_of_a_long_requests_token_ids(h: Harness, make_harness: Any,
-                                                                           driver: str) -> None:
+def test_the_front_end_holds_a_bounded_tail_of_a_long_requests_token_ids(
+    h: Harness, make_harness: Any, driver: str
+) -> None:
     """vLLM's front end appends every step's prompt token and every output token to the request's state;
     a realtime request lives as long as its session, so both lists are bounded (else ~25 ids per second)."""
     from engine_sidecar.engines.voxtral.request_memory import HELD_IDS_CEILING

@@ -10,8 +10,15 @@ from engine_sidecar.engines.voxtral.timing import StreamGeometry
 from engine_sidecar.engines.voxtral.watchdog import FREEZE, RUT, Watchdog
 
 # Voxtral-Mini-4B-Realtime's tokenizer values (and the tiny checkpoint's).
-G = StreamGeometry(prompt_tokens=23, left_pad_frames=16, right_pad_frames=17, delay_ms=480, frame_ms=80,
-                   samples_per_frame=1280, blank_token_id=32)
+G = StreamGeometry(
+    prompt_tokens=23,
+    left_pad_frames=16,
+    right_pad_frames=17,
+    delay_ms=480,
+    frame_ms=80,
+    samples_per_frame=1280,
+    blank_token_id=32,
+)
 
 
 def test_options_from_a_dict_of_flags() -> None:

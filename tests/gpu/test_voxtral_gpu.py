@@ -37,8 +37,17 @@ def test_real_checkpoint_transcribes_speech() -> None:
     pcm = read_wav_pcm("go_forward.wav")[0] + silence(1.0)
 
     async def go() -> list[object]:
-        engine = VoxtralEngine(model, 4, {"max_model_len": 4096, "max_num_seqs": 4, "decoder_sliding_window": 512,
-                                          "encoder_sliding_window": 256, "gpu_memory_utilization": 0.8})
+        engine = VoxtralEngine(
+            model,
+            4,
+            {
+                "max_model_len": 4096,
+                "max_num_seqs": 4,
+                "decoder_sliding_window": 512,
+                "encoder_sliding_window": 256,
+                "gpu_memory_utilization": 0.8,
+            },
+        )
         await engine.start()
         try:
             assert engine.info.transcription_delay_ms > 0

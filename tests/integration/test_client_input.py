@@ -39,9 +39,16 @@ def voxgate_error(server: ServerProcess, language_code: str) -> grpc.RpcError:
 
 
 def riva_error(server: ServerProcess, language_code: str) -> grpc.RpcError:
-    config = riva.client.StreamingRecognitionConfig(config=riva.client.RecognitionConfig(
-        encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=16000, language_code=language_code,
-        max_alternatives=1, audio_channel_count=1), interim_results=True)
+    config = riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=riva.client.AudioEncoding.LINEAR_PCM,
+            sample_rate_hertz=16000,
+            language_code=language_code,
+            max_alternatives=1,
+            audio_channel_count=1,
+        ),
+        interim_results=True,
+    )
     service = riva.client.ASRService(riva.client.Auth(uri=server.target))
     with pytest.raises(grpc.RpcError) as err:
         list(service.streaming_response_generator(audio_chunks=[b"\0" * 3200], streaming_config=config))
@@ -53,13 +60,17 @@ def google_client(server: ServerProcess) -> speech.SpeechClient:
 
 
 @pytest.mark.parametrize("size", LONG_CODES)
-@pytest.mark.parametrize(("api", "call", "field"), [
-    ("voxgate", voxgate_error, "config.language_code"),
-    ("riva", riva_error, "streaming_config.config.language_code"),
-], ids=["voxgate", "riva"])
+@pytest.mark.parametrize(
+    ("api", "call", "field"),
+    [
+        ("voxgate", voxgate_error, "config.language_code"),
+        ("riva", riva_error, "streaming_config.config.language_code"),
+    ],
+    ids=["voxgate", "riva"],
+)
 def test_an_overlong_language_code_is_invalid_config_with_a_short_message(
-        server: ServerProcess, api: str, call: Callable[[ServerProcess, str], grpc.RpcError], field: str,
-        size: str) -> None:
+    server: ServerProcess, api: str, call: Callable[[ServerProcess, str], grpc.RpcError], field: str, size: str
+) -> None:
     err = call(server, LONG_CODES[size])
     code, reason, meta = error_reason(err)
     assert (code, reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG"), (code, err.details()[:200])
@@ -69,11 +80,15 @@ def test_an_overlong_language_code_is_invalid_config_with_a_short_message(
 
 @pytest.mark.parametrize("size", LONG_CODES)
 def test_an_overlong_language_code_on_google_recognize_is_invalid_argument(server: ServerProcess, size: str) -> None:
-    config = speech.RecognitionConfig(encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
-                                      sample_rate_hertz=16000, language_code=LONG_CODES[size])
+    config = speech.RecognitionConfig(
+        encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
+        sample_rate_hertz=16000,
+        language_code=LONG_CODES[size],
+    )
     with pytest.raises(exceptions.InvalidArgument) as err:
-        google_client(server).recognize(config=config, audio=speech.RecognitionAudio(content=b"\0" * 3200),
-                                        retry=None, timeout=30)
+        google_client(server).recognize(
+            config=config, audio=speech.RecognitionAudio(content=b"\0" * 3200), retry=None, timeout=30
+        )
     assert len(err.value.message) < SHORT_MESSAGE and "language_code" in err.value.message
 
 
@@ -96,14 +111,16 @@ def test_no_server_log_line_goes_past_the_bound(server: ServerProcess) -> None:
 
 
 def test_google_recognize_without_audio_names_audio_content(server: ServerProcess) -> None:
-    config = speech.RecognitionConfig(encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
-                                      sample_rate_hertz=16000, language_code="en-US")
+    config = speech.RecognitionConfig(
+        encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16, sample_rate_hertz=16000, language_code="en-US"
+    )
     with pytest.raises(exceptions.InvalidArgument) as err:
         google_client(server).recognize(config=config, audio=speech.RecognitionAudio(), retry=None, timeout=30)
     assert err.value.metadata == {"field": "audio.content"} and "audio.uri" not in err.value.message
     with pytest.raises(exceptions.InvalidArgument) as err:
-        google_client(server).recognize(config=config, audio=speech.RecognitionAudio(uri="gs://bucket/a.wav"),
-                                        retry=None, timeout=30)
+        google_client(server).recognize(
+            config=config, audio=speech.RecognitionAudio(uri="gs://bucket/a.wav"), retry=None, timeout=30
+        )
     assert "audio.uri" in err.value.message
 
 

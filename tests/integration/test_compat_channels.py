@@ -22,15 +22,17 @@ Finals = Callable[[ServerProcess, bytes, int, bool], dict[int, list[str]]]  # (a
 
 def two_voices() -> tuple[bytes, bytes, bytes]:
     """Two recordings of different speakers (padded to one length) as mono PCM, and interleaved."""
-    left, right = (np.frombuffer(read_wav_pcm(name)[0] + silence(1.0), dtype="<i2")
-                   for name in ("go_forward.wav", "librivox_amiable_woman.wav"))
+    left, right = (
+        np.frombuffer(read_wav_pcm(name)[0] + silence(1.0), dtype="<i2")
+        for name in ("go_forward.wav", "librivox_amiable_woman.wav")
+    )
     n = max(len(left), len(right))
     left, right = np.pad(left, (0, n - len(left))), np.pad(right, (0, n - len(right)))
     return left.tobytes(), right.tobytes(), np.stack([left, right], axis=1).astype("<i2").tobytes()
 
 
 def chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 def finals_by_channel(results: list[tuple[int, str]]) -> dict[int, list[str]]:
@@ -41,34 +43,67 @@ def finals_by_channel(results: list[tuple[int, str]]) -> dict[int, list[str]]:
 
 
 def riva_finals(server: ServerProcess, audio: bytes, channels: int, separate: bool) -> dict[int, list[str]]:
-    config = riva.client.StreamingRecognitionConfig(config=riva.client.RecognitionConfig(
-        encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=16000, language_code="en-US",
-        max_alternatives=1, audio_channel_count=channels, enable_separate_recognition_per_channel=separate),
-        interim_results=True)
+    config = riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=riva.client.AudioEncoding.LINEAR_PCM,
+            sample_rate_hertz=16000,
+            language_code="en-US",
+            max_alternatives=1,
+            audio_channel_count=channels,
+            enable_separate_recognition_per_channel=separate,
+        ),
+        interim_results=True,
+    )
     asr = riva.client.ASRService(riva.client.Auth(uri=server.target))
-    responses = asr.streaming_response_generator(audio_chunks=chunks(audio, CHUNK * channels),
-                                                 streaming_config=config)
-    return finals_by_channel([(r.channel_tag, r.alternatives[0].transcript)
-                              for response in responses for r in response.results if r.is_final])
+    responses = asr.streaming_response_generator(audio_chunks=chunks(audio, CHUNK * channels), streaming_config=config)
+    return finals_by_channel(
+        [
+            (r.channel_tag, r.alternatives[0].transcript)
+            for response in responses
+            for r in response.results
+            if r.is_final
+        ]
+    )
 
 
 def google_finals(server: ServerProcess, audio: bytes, channels: int, separate: bool) -> dict[int, list[str]]:
-    config = speech.StreamingRecognitionConfig(config=speech.RecognitionConfig(
-        encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16, sample_rate_hertz=16000, language_code="en-US",
-        audio_channel_count=channels, enable_separate_recognition_per_channel=separate), interim_results=True)
+    config = speech.StreamingRecognitionConfig(
+        config=speech.RecognitionConfig(
+            encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
+            sample_rate_hertz=16000,
+            language_code="en-US",
+            audio_channel_count=channels,
+            enable_separate_recognition_per_channel=separate,
+        ),
+        interim_results=True,
+    )
     client = speech.SpeechClient(transport=SpeechGrpcTransport(channel=grpc.insecure_channel(server.target)))
     requests = (speech.StreamingRecognizeRequest(audio_content=c) for c in chunks(audio, CHUNK * channels))
     responses = client.streaming_recognize(config, requests, retry=None, timeout=120)
-    return finals_by_channel([(r.channel_tag, r.alternatives[0].transcript)
-                              for response in responses for r in response.results if r.is_final])
+    return finals_by_channel(
+        [
+            (r.channel_tag, r.alternatives[0].transcript)
+            for response in responses
+            for r in response.results
+            if r.is_final
+        ]
+    )
 
 
 def google_recognize(server: ServerProcess, audio: bytes, channels: int) -> dict[int, list[str]]:
     client = speech.SpeechClient(transport=SpeechGrpcTransport(channel=grpc.insecure_channel(server.target)))
-    response = client.recognize(config=speech.RecognitionConfig(
-        encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16, sample_rate_hertz=16000, language_code="en-US",
-        audio_channel_count=channels, enable_separate_recognition_per_channel=channels > 1),
-        audio=speech.RecognitionAudio(content=audio), retry=None, timeout=120)
+    response = client.recognize(
+        config=speech.RecognitionConfig(
+            encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
+            sample_rate_hertz=16000,
+            language_code="en-US",
+            audio_channel_count=channels,
+            enable_separate_recognition_per_channel=channels > 1,
+        ),
+        audio=speech.RecognitionAudio(content=audio),
+        retry=None,
+        timeout=120,
+    )
     return finals_by_channel([(r.channel_tag, r.alternatives[0].transcript) for r in response.results])
 
 
@@ -82,7 +117,8 @@ def test_separate_recognition_per_channel(sphinx_server: ServerProcess, finals_o
 
 @pytest.mark.parametrize("finals_of", [riva_finals, google_finals], ids=["riva", "google"])
 def test_without_separate_recognition_only_the_first_channel_is_recognized(
-        sphinx_server: ServerProcess, finals_of: Finals) -> None:
+    sphinx_server: ServerProcess, finals_of: Finals
+) -> None:
     left, _, stereo = two_voices()
     assert finals_of(sphinx_server, stereo, 2, False) == finals_of(sphinx_server, left, 1, False)
 

@@ -32,13 +32,22 @@ def client(server: ServerProcess) -> speech.SpeechClient:
     return speech.SpeechClient(transport=SpeechGrpcTransport(channel=grpc.insecure_channel(server.target)))
 
 
-def streaming_config(rate: int = 16000, encoding: Encoding = Encoding.LINEAR16, **kwargs: object
-                     ) -> speech.StreamingRecognitionConfig:
+def streaming_config(
+    rate: int = 16000, encoding: Encoding = Encoding.LINEAR16, **kwargs: object
+) -> speech.StreamingRecognitionConfig:
     options: dict[str, object] = {"interim_results": True}
     options.update(kwargs)
-    return speech.StreamingRecognitionConfig(config=speech.RecognitionConfig(
-        encoding=encoding, sample_rate_hertz=rate, language_code="en-US", enable_word_time_offsets=True,
-        enable_automatic_punctuation=True, model="phone_call"), **options)
+    return speech.StreamingRecognitionConfig(
+        config=speech.RecognitionConfig(
+            encoding=encoding,
+            sample_rate_hertz=rate,
+            language_code="en-US",
+            enable_word_time_offsets=True,
+            enable_automatic_punctuation=True,
+            model="phone_call",
+        ),
+        **options,
+    )
 
 
 def requests(audio: Iterator[bytes] | list[bytes]) -> Iterator[speech.StreamingRecognizeRequest]:
@@ -46,11 +55,12 @@ def requests(audio: Iterator[bytes] | list[bytes]) -> Iterator[speech.StreamingR
 
 
 def chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
-def stream(server: ServerProcess, config: speech.StreamingRecognitionConfig, audio: Iterator[bytes] | list[bytes]
-           ) -> list[speech.StreamingRecognizeResponse]:
+def stream(
+    server: ServerProcess, config: speech.StreamingRecognitionConfig, audio: Iterator[bytes] | list[bytes]
+) -> list[speech.StreamingRecognizeResponse]:
     return list(client(server).streaming_recognize(config, requests(audio), retry=None, timeout=120))
 
 
@@ -98,8 +108,11 @@ def test_the_final_is_the_engines_own_hypothesis(sphinx_server: ServerProcess) -
 def test_mulaw_and_voice_activity_events(sphinx_server: ServerProcess) -> None:
     pcm, rate = read_wav_pcm("flite_rms_turn_left.wav")
     mulaw = encode_mulaw(np.frombuffer(pcm, dtype="<i2"))
-    responses = stream(sphinx_server, streaming_config(rate, Encoding.MULAW, interim_results=False,
-                                                       enable_voice_activity_events=True), chunks(mulaw, 1600))
+    responses = stream(
+        sphinx_server,
+        streaming_config(rate, Encoding.MULAW, interim_results=False, enable_voice_activity_events=True),
+        chunks(mulaw, 1600),
+    )
     assert word_error_rate("turn left at the next intersection", final_text(responses)) <= MAX_WER
     assert all(r.is_final for r in results(responses))
     events = [(r.speech_event_type, r.speech_event_time.total_seconds()) for r in responses if r.speech_event_type]
@@ -132,30 +145,42 @@ def test_single_utterance_ends_the_stream_after_the_first_utterance(sphinx_serve
 def test_unary_recognize(sphinx_server: ServerProcess) -> None:
     pcm, rate = read_wav_pcm("cards_eight_of_spades.wav")
     config = streaming_config(rate).config
-    response = client(sphinx_server).recognize(config=config, audio=speech.RecognitionAudio(content=pcm),
-                                               retry=None, timeout=120)
+    response = client(sphinx_server).recognize(
+        config=config, audio=speech.RecognitionAudio(content=pcm), retry=None, timeout=120
+    )
     assert len(response.results) == 1  # the pauses between the cards are shorter than the endpointing silence
     # The engine's own final hypothesis ("eight of spades for up close seven of hearts": WER 0.33).
-    assert response.results[0].alternatives[0].transcript.split() == \
-        sphinx_final(engine_samples(pcm, "linear16")).split()
+    assert (
+        response.results[0].alternatives[0].transcript.split() == sphinx_final(engine_samples(pcm, "linear16")).split()
+    )
     assert all(r.alternatives[0].words for r in response.results)
 
     with pytest.raises(exceptions.InvalidArgument) as info:
-        client(sphinx_server).recognize(config=config, audio=speech.RecognitionAudio(uri="gs://bucket/a.wav"),
-                                        retry=None, timeout=30)
+        client(sphinx_server).recognize(
+            config=config, audio=speech.RecognitionAudio(uri="gs://bucket/a.wav"), retry=None, timeout=30
+        )
     assert info.value.metadata == {"field": "audio.uri"}
 
 
-@pytest.mark.parametrize(("config", "reason", "field"), [
-    (streaming_config(encoding=Encoding.FLAC), "UNSUPPORTED_AUDIO_FORMAT", "streaming_config.config.encoding"),
-    (streaming_config(rate=96000), "UNSUPPORTED_AUDIO_FORMAT", "streaming_config.config.sample_rate_hertz"),
-    (speech.StreamingRecognitionConfig(config=speech.RecognitionConfig(
-        encoding=Encoding.LINEAR16, sample_rate_hertz=16000, language_code="tlh")),
-     "INVALID_CONFIG", "streaming_config.config.language_code"),
-])
-def test_bad_config_is_invalid_argument_with_error_info(sphinx_server: ServerProcess,
-                                                        config: speech.StreamingRecognitionConfig,
-                                                        reason: str, field: str) -> None:
+@pytest.mark.parametrize(
+    ("config", "reason", "field"),
+    [
+        (streaming_config(encoding=Encoding.FLAC), "UNSUPPORTED_AUDIO_FORMAT", "streaming_config.config.encoding"),
+        (streaming_config(rate=96000), "UNSUPPORTED_AUDIO_FORMAT", "streaming_config.config.sample_rate_hertz"),
+        (
+            speech.StreamingRecognitionConfig(
+                config=speech.RecognitionConfig(
+                    encoding=Encoding.LINEAR16, sample_rate_hertz=16000, language_code="tlh"
+                )
+            ),
+            "INVALID_CONFIG",
+            "streaming_config.config.language_code",
+        ),
+    ],
+)
+def test_bad_config_is_invalid_argument_with_error_info(
+    sphinx_server: ServerProcess, config: speech.StreamingRecognitionConfig, reason: str, field: str
+) -> None:
     with pytest.raises(exceptions.InvalidArgument) as info:
         stream(sphinx_server, config, [silence(0.1)])
     assert info.value.grpc_status_code == grpc.StatusCode.INVALID_ARGUMENT
@@ -164,12 +189,16 @@ def test_bad_config_is_invalid_argument_with_error_info(sphinx_server: ServerPro
 
 def test_reflection_describes_both_compat_services(sphinx_server: ServerProcess) -> None:
     grpcurl = str(Path(sys.executable).parent / "grpcurl")
-    listed = subprocess.run([grpcurl, "-plaintext", sphinx_server.target, "list"],
-                            capture_output=True, text=True, timeout=30)
+    listed = subprocess.run(
+        [grpcurl, "-plaintext", sphinx_server.target, "list"], capture_output=True, text=True, timeout=30
+    )
     assert {"google.cloud.speech.v1.Speech", "nvidia.riva.asr.RivaSpeechRecognition"} <= set(listed.stdout.split())
-    described = subprocess.run([grpcurl, "-plaintext", sphinx_server.target, "describe",
-                                "google.cloud.speech.v1.Speech"],
-                               capture_output=True, text=True, timeout=30)
+    described = subprocess.run(
+        [grpcurl, "-plaintext", sphinx_server.target, "describe", "google.cloud.speech.v1.Speech"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert "returns ( stream .google.cloud.speech.v1.StreamingRecognizeResponse )" in described.stdout, described.stderr
 
 
@@ -182,8 +211,11 @@ def test_an_undecodable_first_request_is_malformed_request(sphinx_server: Server
 def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(sphinx_server: ServerProcess) -> None:
     pcm, rate = read_wav_pcm("go_forward.wav")
     serialize = speech.StreamingRecognizeRequest.serialize
-    raw = [serialize(speech.StreamingRecognizeRequest(streaming_config=streaming_config(rate))),
-           *(serialize(r) for r in requests(chunks(pcm + silence(0.5), 3200))), GARBAGE]
+    raw = [
+        serialize(speech.StreamingRecognizeRequest(streaming_config=streaming_config(rate))),
+        *(serialize(r) for r in requests(chunks(pcm + silence(0.5), 3200))),
+        GARBAGE,
+    ]
     got, err = raw_stream(sphinx_server, GOOGLE_STREAM, speech.StreamingRecognizeResponse.deserialize, raw)
     assert err is not None, "the stream must end with a status, not hang"
     assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")

@@ -28,20 +28,30 @@ def asr(server: ServerProcess) -> riva.client.ASRService:
     return riva.client.ASRService(riva.client.Auth(uri=server.target))
 
 
-def streaming_config(rate: int = 16000, encoding: int = riva.client.AudioEncoding.LINEAR_PCM,
-                     interim: bool = True, words: bool = True) -> rasr.StreamingRecognitionConfig:
-    return riva.client.StreamingRecognitionConfig(config=riva.client.RecognitionConfig(
-        encoding=encoding, sample_rate_hertz=rate, language_code="en-US", max_alternatives=1,
-        enable_automatic_punctuation=True, enable_word_time_offsets=words, audio_channel_count=1),
-        interim_results=interim)
+def streaming_config(
+    rate: int = 16000, encoding: int = riva.client.AudioEncoding.LINEAR_PCM, interim: bool = True, words: bool = True
+) -> rasr.StreamingRecognitionConfig:
+    return riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=encoding,
+            sample_rate_hertz=rate,
+            language_code="en-US",
+            max_alternatives=1,
+            enable_automatic_punctuation=True,
+            enable_word_time_offsets=words,
+            audio_channel_count=1,
+        ),
+        interim_results=interim,
+    )
 
 
 def chunks(data: bytes, size: int) -> list[bytes]:
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
-def stream(server: ServerProcess, audio: list[bytes], config: rasr.StreamingRecognitionConfig
-           ) -> list[rasr.StreamingRecognitionResult]:
+def stream(
+    server: ServerProcess, audio: list[bytes], config: rasr.StreamingRecognitionConfig
+) -> list[rasr.StreamingRecognitionResult]:
     responses = asr(server).streaming_response_generator(audio_chunks=audio, streaming_config=config)
     return [result for response in responses for result in response.results]
 
@@ -90,10 +100,13 @@ def test_interim_results_off_gives_only_finals_and_no_words_unless_asked(sphinx_
     assert word_error_rate("turn left at the next intersection", final_text(results)) <= MAX_WER
 
 
-@pytest.mark.parametrize(("encoding", "encode"), [
-    (riva.client.AudioEncoding.MULAW, encode_mulaw),
-    (riva.client.AudioEncoding.ALAW, encode_alaw),
-])
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        (riva.client.AudioEncoding.MULAW, encode_mulaw),
+        (riva.client.AudioEncoding.ALAW, encode_alaw),
+    ],
+)
 def test_g711_transcript(sphinx_server: ServerProcess, encoding: int, encode: Callable[..., bytes]) -> None:
     # G.711 at the clip's own 16 kHz: PocketSphinx's model is wideband, so the transcript can be checked.
     pcm, rate = read_wav_pcm("flite_rms_call_me_back.wav")
@@ -106,18 +119,24 @@ def test_mulaw_8k_is_decoded_exactly(sphinx_server: ServerProcess) -> None:
     # Telephony: 8 kHz mu-law gives what the very same samples give as 8 kHz LINEAR_PCM.
     pcm, rate = read_wav_pcm("flite_rms_call_me_back.wav")
     companded = encode_mulaw(soxr.resample(np.frombuffer(pcm, dtype="<i2"), rate, 8000).astype(np.int16))
-    mulaw = final_text(stream(sphinx_server, chunks(companded, 800),
-                              streaming_config(8000, riva.client.AudioEncoding.MULAW)))
-    linear = final_text(stream(sphinx_server, chunks(decode_mulaw(companded).astype("<i2").tobytes(), 1600),
-                               streaming_config(8000)))
+    mulaw = final_text(
+        stream(sphinx_server, chunks(companded, 800), streaming_config(8000, riva.client.AudioEncoding.MULAW))
+    )
+    linear = final_text(
+        stream(sphinx_server, chunks(decode_mulaw(companded).astype("<i2").tobytes(), 1600), streaming_config(8000))
+    )
     assert mulaw == linear and mulaw.split()
 
 
 def test_large_audio_messages_are_accepted(sphinx_server: ServerProcess) -> None:
     pcm, rate = read_wav_pcm("librivox_amiable_woman.wav")  # ~190 KB in one message, above voxgate's 64 KiB
     text = final_text(stream(sphinx_server, [pcm], streaming_config(rate, interim=False)))
-    assert word_error_rate("had he married a more a amiable woman he might have been made still more respectable "
-                           "than he was", text) <= MAX_WER
+    assert (
+        word_error_rate(
+            "had he married a more a amiable woman he might have been made still more respectable than he was", text
+        )
+        <= MAX_WER
+    )
 
 
 def test_offline_recognize(sphinx_server: ServerProcess) -> None:
@@ -125,8 +144,9 @@ def test_offline_recognize(sphinx_server: ServerProcess) -> None:
     response = asr(sphinx_server).offline_recognize(pcm, streaming_config(rate).config)
     assert len(response.results) == 1  # the pauses between the cards are shorter than the endpointing silence
     # The engine's own final hypothesis ("eight of spades for up close seven of hearts": WER 0.33).
-    assert response.results[0].alternatives[0].transcript.split() == \
-        sphinx_final(engine_samples(pcm, "linear16")).split()
+    assert (
+        response.results[0].alternatives[0].transcript.split() == sphinx_final(engine_samples(pcm, "linear16")).split()
+    )
     assert all(r.alternatives[0].words for r in response.results)
 
 
@@ -136,17 +156,22 @@ def test_config_rpc_lists_online_and_offline_models(sphinx_server: ServerProcess
     assert {("online", "en-US"), ("offline", "en-US")} <= kinds
     name = response.model_config[0].model_name
     one = asr(sphinx_server).stub.GetRivaSpeechRecognitionConfig(
-        rasr.RivaSpeechRecognitionConfigRequest(model_name=name))
+        rasr.RivaSpeechRecognitionConfigRequest(model_name=name)
+    )
     assert [c.model_name for c in one.model_config] == [name]
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"encoding": riva.client.AudioEncoding.FLAC}, "streaming_config.config.encoding"),
-    ({"sample_rate_hertz": 4000}, "streaming_config.config.sample_rate_hertz"),
-    ({"audio_channel_count": 9}, "streaming_config.config.audio_channel_count"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"encoding": riva.client.AudioEncoding.FLAC}, "streaming_config.config.encoding"),
+        ({"sample_rate_hertz": 4000}, "streaming_config.config.sample_rate_hertz"),
+        ({"audio_channel_count": 9}, "streaming_config.config.audio_channel_count"),
+    ],
+)
 def test_unsupported_audio_is_invalid_argument_naming_the_riva_field(
-        sphinx_server: ServerProcess, change: dict, field: str) -> None:
+    sphinx_server: ServerProcess, change: dict, field: str
+) -> None:
     config = streaming_config()
     for key, value in change.items():
         setattr(config.config, key, value)
@@ -163,13 +188,20 @@ def test_odd_length_pcm_is_invalid_audio(sphinx_server: ServerProcess) -> None:
     assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_AUDIO", "audio_content")
 
 
-@pytest.mark.parametrize("requests", [
-    [rasr.StreamingRecognizeRequest(audio_content=b"\0\0" * 160)],
-    [rasr.StreamingRecognizeRequest(streaming_config=streaming_config()),
-     rasr.StreamingRecognizeRequest(streaming_config=streaming_config())],
-], ids=["audio-first", "second-config"])
-def test_requests_out_of_order_are_failed_precondition(sphinx_server: ServerProcess,
-                                                       requests: list[rasr.StreamingRecognizeRequest]) -> None:
+@pytest.mark.parametrize(
+    "requests",
+    [
+        [rasr.StreamingRecognizeRequest(audio_content=b"\0\0" * 160)],
+        [
+            rasr.StreamingRecognizeRequest(streaming_config=streaming_config()),
+            rasr.StreamingRecognizeRequest(streaming_config=streaming_config()),
+        ],
+    ],
+    ids=["audio-first", "second-config"],
+)
+def test_requests_out_of_order_are_failed_precondition(
+    sphinx_server: ServerProcess, requests: list[rasr.StreamingRecognizeRequest]
+) -> None:
     with pytest.raises(grpc.RpcError) as info:
         list(asr(sphinx_server).stub.StreamingRecognize(iter(requests), timeout=30))
     code, reason, _ = error_reason(info.value)
@@ -200,9 +232,14 @@ def test_an_undecodable_first_request_is_malformed_request(sphinx_server: Server
 
 def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(sphinx_server: ServerProcess) -> None:
     pcm, rate = read_wav_pcm("go_forward.wav")
-    requests = [rasr.StreamingRecognizeRequest(streaming_config=streaming_config(rate)).SerializeToString(),
-                *(rasr.StreamingRecognizeRequest(audio_content=c).SerializeToString()
-                  for c in chunks(pcm + silence(0.5), 3200)), GARBAGE]
+    requests = [
+        rasr.StreamingRecognizeRequest(streaming_config=streaming_config(rate)).SerializeToString(),
+        *(
+            rasr.StreamingRecognizeRequest(audio_content=c).SerializeToString()
+            for c in chunks(pcm + silence(0.5), 3200)
+        ),
+        GARBAGE,
+    ]
     got, err = raw_stream(sphinx_server, RIVA_STREAM, rasr.StreamingRecognizeResponse.FromString, requests)
     assert err is not None, "the stream must end with a status, not hang"
     assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")

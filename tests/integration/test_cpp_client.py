@@ -71,10 +71,15 @@ def _cache_dir() -> Path:
 def _build_key(cxx: str) -> str:
     """What the binaries are made of: sources, protos, and the versions of the tools and libraries."""
     digest = hashlib.sha256()
-    inputs = sorted(p for p in CPP_DIR.rglob("*")
-                    if p.is_file() and "build" not in p.relative_to(CPP_DIR).parts and p.suffix != ".md")
-    inputs += [ROOT / "proto" / "voxgate" / "v1" / "speech.proto",
-               *sorted((ROOT / "proto" / "third_party" / "riva" / "proto").glob("*.proto"))]
+    inputs = sorted(
+        p
+        for p in CPP_DIR.rglob("*")
+        if p.is_file() and "build" not in p.relative_to(CPP_DIR).parts and p.suffix != ".md"
+    )
+    inputs += [
+        ROOT / "proto" / "voxgate" / "v1" / "speech.proto",
+        *sorted((ROOT / "proto" / "third_party" / "riva" / "proto").glob("*.proto")),
+    ]
     for path in inputs:
         digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
     for cmd in (["protoc", "--version"], ["pkg-config", "--modversion", "grpc++", "protobuf"], [cxx, "--version"]):
@@ -99,8 +104,10 @@ def cpp_bin() -> Path:
     cxx = os.environ.get("CXX", "g++")
     missing = [tool for tool in ("make", cxx, "pkg-config", "protoc", "grpc_cpp_plugin") if shutil.which(tool) is None]
     if missing:
-        _unavailable(f"{', '.join(missing)} not found: the C++ examples need make, g++, pkg-config, "
-                     f"protobuf-compiler-grpc and libgrpc++-dev ({TOOLCHAINS})")
+        _unavailable(
+            f"{', '.join(missing)} not found: the C++ examples need make, g++, pkg-config, "
+            f"protobuf-compiler-grpc and libgrpc++-dev ({TOOLCHAINS})"
+        )
     if subprocess.run(["pkg-config", "--exists", "grpc++", "protobuf"]).returncode != 0:
         _unavailable(f"pkg-config finds no grpc++/protobuf: libgrpc++-dev is missing ({TOOLCHAINS})")
     cache = _cache_dir()
@@ -111,8 +118,9 @@ def cpp_bin() -> Path:
         work = cache / f"{out.name}.tmp-{os.getpid()}"
         shutil.rmtree(work, ignore_errors=True)
         jobs = str(min(os.cpu_count() or 2, 8))
-        proc = subprocess.run(["make", "-C", str(CPP_DIR), f"-j{jobs}", f"BUILD={work}"],
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            ["make", "-C", str(CPP_DIR), f"-j{jobs}", f"BUILD={work}"], capture_output=True, text=True, timeout=900
+        )
         if proc.returncode != 0:
             shutil.rmtree(work, ignore_errors=True)
             pytest.fail(f"make -C clients/cpp failed:\n{_tail(proc)}")
@@ -128,11 +136,13 @@ def cpp_bin() -> Path:
     return out
 
 
-def _run(binary: Path, audio: Path, server: ServerProcess | str, *extra: str,
-         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _run(
+    binary: Path, audio: Path, server: ServerProcess | str, *extra: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     target = server if isinstance(server, str) else server.target
-    return subprocess.run([str(binary), str(audio), "--server", target, *extra],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(binary), str(audio), "--server", target, *extra], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _finals(stdout: str) -> list[tuple[float, float, str]]:
@@ -204,15 +214,24 @@ def test_interim_lines_come_before_their_final(cpp_bin: Path, sphinx_server: Ser
 def _mulaw_wav(path: Path, mulaw: bytes) -> Path:
     """A WAVE_FORMAT_MULAW file, as telephony recorders write them (the wave module cannot)."""
     fmt = b"".join(n.to_bytes(size, "little") for n, size in ((7, 2), (1, 2), (8000, 4), (8000, 4), (1, 2), (8, 2)))
-    body = b"WAVE" + b"fmt " + len(fmt).to_bytes(4, "little") + fmt \
-        + b"data" + len(mulaw).to_bytes(4, "little") + mulaw + b"\0" * (len(mulaw) % 2)
+    body = (
+        b"WAVE"
+        + b"fmt "
+        + len(fmt).to_bytes(4, "little")
+        + fmt
+        + b"data"
+        + len(mulaw).to_bytes(4, "little")
+        + mulaw
+        + b"\0" * (len(mulaw) % 2)
+    )
     path.write_bytes(b"RIFF" + len(body).to_bytes(4, "little") + body)
     return path
 
 
 @pytest.mark.parametrize("source", ["wav", "raw-mulaw-8k", "mulaw-wav-8k"])
-def test_prints_what_the_python_cli_prints(cpp_bin: Path, fake_server: ServerProcess, tmp_path: Path,
-                                           source: str) -> None:
+def test_prints_what_the_python_cli_prints(
+    cpp_bin: Path, fake_server: ServerProcess, tmp_path: Path, source: str
+) -> None:
     """On the deterministic fake engine the C++ example prints the same lines as `voxgate-transcribe`."""
     path, python_path = CLIP, CLIP
     args: tuple[str, ...] = ()
@@ -226,8 +245,12 @@ def test_prints_what_the_python_cli_prints(cpp_bin: Path, fake_server: ServerPro
         else:
             path = python_path
     python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
-    expected = subprocess.run([*python_cli, str(python_path), "--server", fake_server.target, "--no-pace",
-                               *python_args], capture_output=True, text=True, timeout=120)
+    expected = subprocess.run(
+        [*python_cli, str(python_path), "--server", fake_server.target, "--no-pace", *python_args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert expected.returncode == 0, _tail(expected)
     assert _finals(expected.stdout)
     proc = _run(cpp_bin / "transcribe", path, fake_server, "--no-pace", *args)
@@ -235,8 +258,9 @@ def test_prints_what_the_python_cli_prints(cpp_bin: Path, fake_server: ServerPro
     assert proc.stdout == expected.stdout
 
 
-def test_rpc_error_exits_1_with_the_status_and_reason(cpp_bin: Path, fake_server: ServerProcess,
-                                                       tmp_path: Path) -> None:
+def test_rpc_error_exits_1_with_the_status_and_reason(
+    cpp_bin: Path, fake_server: ServerProcess, tmp_path: Path
+) -> None:
     # below the 8 kHz minimum: INVALID_ARGUMENT / UNSUPPORTED_AUDIO_FORMAT
     path = _write_wav(tmp_path / "4khz.wav", b"\0\0" * 4000, 4000)
     proc = _run(cpp_bin / "transcribe", path, fake_server)
@@ -260,15 +284,20 @@ def _raw_file(tmp: Path) -> Path:
     return tmp / "call.raw"
 
 
-@pytest.mark.parametrize(("make_input", "extra", "message"), [
-    (lambda tmp: tmp / "missing.wav", (), "cannot read"),
-    (_raw_file, (), "--sample-rate is required"),
-    (lambda tmp: CLIP, ("--speed", "0"), "--speed must be positive"),
-    (lambda tmp: CLIP, ("--encoding", "opus"), "--encoding must be"),
-    (lambda tmp: CLIP, ("--bogus",), "unknown option --bogus"),
-], ids=["missing", "raw-without-rate", "speed", "encoding", "unknown-option"])
-def test_bad_usage_or_unreadable_input_exits_2(cpp_bin: Path, tmp_path: Path, make_input: Any,
-                                               extra: tuple[str, ...], message: str) -> None:
+@pytest.mark.parametrize(
+    ("make_input", "extra", "message"),
+    [
+        (lambda tmp: tmp / "missing.wav", (), "cannot read"),
+        (_raw_file, (), "--sample-rate is required"),
+        (lambda tmp: CLIP, ("--speed", "0"), "--speed must be positive"),
+        (lambda tmp: CLIP, ("--encoding", "opus"), "--encoding must be"),
+        (lambda tmp: CLIP, ("--bogus",), "unknown option --bogus"),
+    ],
+    ids=["missing", "raw-without-rate", "speed", "encoding", "unknown-option"],
+)
+def test_bad_usage_or_unreadable_input_exits_2(
+    cpp_bin: Path, tmp_path: Path, make_input: Any, extra: tuple[str, ...], message: str
+) -> None:
     proc = _run(cpp_bin / "transcribe", make_input(tmp_path), "127.0.0.1:1", *extra)
     assert proc.returncode == 2, _tail(proc)
     assert message in proc.stderr and proc.stdout == ""
@@ -290,22 +319,47 @@ def _final_text(results: list[dict[str, Any]]) -> str:
 
 def _vendor_client_text(server: ServerProcess, audio: bytes, encoding: int, frame_bytes: int) -> str:
     """The same audio and config through NVIDIA's own Python client (nvidia-riva-client)."""
-    config = riva.client.StreamingRecognitionConfig(config=riva.client.RecognitionConfig(
-        encoding=encoding, sample_rate_hertz=8000, language_code="en-US", max_alternatives=1,
-        enable_automatic_punctuation=True, audio_channel_count=1), interim_results=True)
-    chunks = [audio[i:i + frame_bytes] for i in range(0, len(audio), frame_bytes)]
+    config = riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=encoding,
+            sample_rate_hertz=8000,
+            language_code="en-US",
+            max_alternatives=1,
+            enable_automatic_punctuation=True,
+            audio_channel_count=1,
+        ),
+        interim_results=True,
+    )
+    chunks = [audio[i : i + frame_bytes] for i in range(0, len(audio), frame_bytes)]
     asr = riva.client.ASRService(riva.client.Auth(uri=server.target))
-    results = [r for response in asr.streaming_response_generator(audio_chunks=chunks, streaming_config=config)
-               for r in response.results]
+    results = [
+        r
+        for response in asr.streaming_response_generator(audio_chunks=chunks, streaming_config=config)
+        for r in response.results
+    ]
     return " ".join(r.alternatives[0].transcript for r in results if r.is_final).strip()
 
 
 def test_riva_module_request_shapes_transcribe_real_speech(cpp_bin: Path, sphinx_server: ServerProcess) -> None:
     """A wideband call (16 kHz LINEAR_PCM, 20 ms frames) with every config field the module sets."""
-    results = _riva(cpp_bin, CLIP, sphinx_server, "--punctuation", "--word-time-offsets", "--verbatim",
-                    "--max-alternatives", "1", "--model", "conformer-en-US-asr-streaming",
-                    "--hints", "go forward,ten meters", "--hints-boost", "20",
-                    "--custom", "enable_vad_endpointing=true")
+    results = _riva(
+        cpp_bin,
+        CLIP,
+        sphinx_server,
+        "--punctuation",
+        "--word-time-offsets",
+        "--verbatim",
+        "--max-alternatives",
+        "1",
+        "--model",
+        "conformer-en-US-asr-streaming",
+        "--hints",
+        "go forward,ten meters",
+        "--hints-boost",
+        "20",
+        "--custom",
+        "enable_vad_endpointing=true",
+    )
     text = _final_text(results)
     assert word_error_rate(CLIP_TEXT, text) <= MAX_WER, text
     assert all(len(r["alternatives"]) == 1 and r["channel_tag"] == 0 for r in results)
@@ -331,8 +385,9 @@ def test_riva_module_request_shapes_transcribe_real_speech(cpp_bin: Path, sphinx
 
 
 @pytest.mark.parametrize("encoding", ["linear16", "mulaw"])
-def test_riva_telephony_8k_gives_what_the_vendor_client_gets(cpp_bin: Path, sphinx_server: ServerProcess,
-                                                            tmp_path: Path, encoding: str) -> None:
+def test_riva_telephony_8k_gives_what_the_vendor_client_gets(
+    cpp_bin: Path, sphinx_server: ServerProcess, tmp_path: Path, encoding: str
+) -> None:
     """The module's own shape: 8 kHz, 20 ms frames (320 bytes LINEAR_PCM, the module's CHUNKSIZE; 160 bytes
     mu-law, G.711 passed through), paced. PocketSphinx's model is wideband, so 8 kHz audio is not checked
     against the words spoken: the transcript must be the one NVIDIA's Python client gets for the same bytes."""

@@ -96,8 +96,9 @@ def test_sessions_spread_and_move_to_the_other_engine_when_theirs_is_killed(tmp_
     try:
         pids = wait_engines(server, 2)
         assert pids[0] != pids[1]
-        recs, threads = run_threads(server, [
-            itertools.chain([config_request(endpointing=ENDPOINT)], live(audio)) for _ in range(4)])
+        recs, threads = run_threads(
+            server, [itertools.chain([config_request(endpointing=ENDPOINT)], live(audio)) for _ in range(4)]
+        )
         started(recs)
         on = [engine_of(server, r) for r in recs]
         assert sorted(on) == [0, 0, 1, 1], f"sessions spread over both engines: {on}"
@@ -108,8 +109,9 @@ def test_sessions_spread_and_move_to_the_other_engine_when_theirs_is_killed(tmp_
         os.kill(pids[0], signal.SIGKILL)
         # The dead engine restarts on its own and rejoins: the next session goes to it, the emptier one.
         new_pid = wait_rejoined(server, 0, pids[0])
-        extra, extra_threads = run_threads(server, [
-            itertools.chain([config_request(endpointing=ENDPOINT)], live(audio[:64000]))])
+        extra, extra_threads = run_threads(
+            server, [itertools.chain([config_request(endpointing=ENDPOINT)], live(audio[:64000]))]
+        )
         started(extra)
         assert engine_of(server, extra[0]) == 0, "a restarted engine rejoins the pool"
         for t in [*threads, *extra_threads]:
@@ -137,8 +139,11 @@ def test_sessions_spread_and_move_to_the_other_engine_when_theirs_is_killed(tmp_
             moved = [p for p in placements(server) if p["session_id"] == session_id(rec) and wall(p) > killed_wall]
             assert [p["engine_index"] for p in moved] == [1], f"session {n} moved to the other engine: {moved}"
             opens.append(wall(moved[0]) - killed_wall)
-        measured = {"kill_to_open_on_other_engine_s": [round(s, 3) for s in opens],
-                    "kill_to_first_result_s": [round(s, 3) for s in seams], "restarted_pid": new_pid}
+        measured = {
+            "kill_to_open_on_other_engine_s": [round(s, 3) for s in opens],
+            "kill_to_first_result_s": [round(s, 3) for s in seams],
+            "restarted_pid": new_pid,
+        }
         print(f"\nengine failover: {measured}")
         write_measurement(tmp_path / "engine_failover.json", measured)
         assert max(opens) < SEAM_S and max(seams) < SEAM_S, measured
@@ -147,18 +152,22 @@ def test_sessions_spread_and_move_to_the_other_engine_when_theirs_is_killed(tmp_
 
 
 def test_sphinx_sessions_moved_off_a_killed_engine_keep_their_whole_transcript(tmp_path: Path) -> None:
-    clips = [("flite_rms_turn_left.wav", "turn left at the next intersection"),
-             ("go_forward.wav", "go forward ten meters"),
-             ("cards_eight_of_spades.wav", "eight of spades four of clubs seven of hearts")]
+    clips = [
+        ("flite_rms_turn_left.wav", "turn left at the next intersection"),
+        ("go_forward.wav", "go forward ten meters"),
+        ("cards_eight_of_spades.wav", "eight of spades four of clubs seven of hearts"),
+    ]
     audio = b"".join(read_wav_pcm(name)[0] + silence(1.0) for name, _ in clips)
     expected = " ".join(text for _, text in clips)
     # A restart later than the move could be: the moved session cannot have waited for it.
-    server = start_server(tmp_path, "--engines", "2", "--sidecar-health-interval-s", "0.5",
-                          "--sidecar-restart-backoff-s", "5")
+    server = start_server(
+        tmp_path, "--engines", "2", "--sidecar-health-interval-s", "0.5", "--sidecar-restart-backoff-s", "5"
+    )
     try:
         wait_engines(server, 2)
-        recs, threads = run_threads(server, [
-            itertools.chain([config_request(endpointing=ENDPOINT)], live(audio)) for _ in range(2)], timeout=90)
+        recs, threads = run_threads(
+            server, [itertools.chain([config_request(endpointing=ENDPOINT)], live(audio)) for _ in range(2)], timeout=90
+        )
         started(recs)
         on = [engine_of(server, r) for r in recs]
         assert sorted(on) == [0, 1], f"one session per engine: {on}"
@@ -178,18 +187,22 @@ def test_sphinx_sessions_moved_off_a_killed_engine_keep_their_whole_transcript(t
         survivor = recs[1 - victim]
         assert survivor.warnings() == [], f"the other engine's session saw: {survivor.warnings()}"
         assert [w.code for _, w in recs[victim].warnings()] == ["ENGINE_RESTARTED"]
-        moved = [p for p in placements(server) if p["session_id"] == session_id(recs[victim])
-                 and wall(p) > killed_wall]
+        moved = [p for p in placements(server) if p["session_id"] == session_id(recs[victim]) and wall(p) > killed_wall]
         assert [p["engine_index"] for p in moved] == [1]
-        restarted = [wall(e) for e in log_events(server, "sidecar_ready")
-                     if e.get("engine_index") == 0 and wall(e) > killed_wall]
+        restarted = [
+            wall(e) for e in log_events(server, "sidecar_ready") if e.get("engine_index") == 0 and wall(e) > killed_wall
+        ]
         words = len(expected.split())
         errors = [round(word_error_rate(expected, text) * words) for text in texts]
         seam_warning = [t for t, _ in recs[victim].warnings()][0]
-        measured = {"kill_to_seam_warning_s": round(seam_warning - killed_at, 3),
-                    "kill_to_open_on_other_engine_s": round(wall(moved[0]) - killed_wall, 3),
-                    "kill_to_restart_s": round(restarted[0] - killed_wall, 3) if restarted else None,
-                    "word_errors_moved": errors[victim], "word_errors_unmoved": errors[1 - victim], "texts": texts}
+        measured = {
+            "kill_to_seam_warning_s": round(seam_warning - killed_at, 3),
+            "kill_to_open_on_other_engine_s": round(wall(moved[0]) - killed_wall, 3),
+            "kill_to_restart_s": round(restarted[0] - killed_wall, 3) if restarted else None,
+            "word_errors_moved": errors[victim],
+            "word_errors_unmoved": errors[1 - victim],
+            "texts": texts,
+        }
         print(f"\nsphinx engine failover: {measured}")
         write_measurement(tmp_path / "sphinx_failover.json", measured)
         # The fixtures' streaming WER on sphinx is 0 to 0.33 per clip (tests/fixtures/audio/manifest.json);
@@ -234,7 +247,8 @@ def test_gpus_all_is_the_devices_the_service_was_allotted(tmp_path: Path, monkey
 
 @pytest.mark.parametrize("workers", ["1", "2"])  # one process, or the supervisor of service workers
 def test_several_voxtral_engines_on_the_cpu_get_their_own_cores_and_sigterm_stops_their_start(
-        workers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # vLLM's own "auto" binding would put every engine's worker on the same cores (service/cpu_slices.py). Read
     # from the sidecars' environments as the service spawns them; then SIGTERM while the engines still load must
     # stop the service at once (it used to wait for every engine to be up first: 30 s and a SIGKILL here).
@@ -243,8 +257,18 @@ def test_several_voxtral_engines_on_the_cpu_get_their_own_cores_and_sigterm_stop
 
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     model = build_tiny_checkpoint(tmp_path / "tiny", seed=0)
-    server = start_server(tmp_path, "--engines", "2", "--workers", workers, "--max-model-len", "320",
-                          engine="voxtral", model=str(model), ready_timeout_s=None)
+    server = start_server(
+        tmp_path,
+        "--engines",
+        "2",
+        "--workers",
+        workers,
+        "--max-model-len",
+        "320",
+        engine="voxtral",
+        model=str(model),
+        ready_timeout_s=None,
+    )
     try:
         deadline = time.monotonic() + 30
         while len(children := sidecar_children(server.proc.pid)) < 2:

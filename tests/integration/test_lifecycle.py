@@ -35,8 +35,10 @@ def test_health_answers_liveness_and_readiness(fake_server: ServerProcess) -> No
 
 def test_reflection_describes_the_api_without_proto_files(fake_server: ServerProcess) -> None:
     stub = reflection_pb2_grpc.ServerReflectionStub(fake_server.channel())
-    requests = [reflection_pb2.ServerReflectionRequest(list_services=""),
-                reflection_pb2.ServerReflectionRequest(file_containing_symbol="voxgate.v1.Speech")]
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(file_containing_symbol="voxgate.v1.Speech"),
+    ]
     listed, described = list(stub.ServerReflectionInfo(iter(requests), timeout=10))
     names = {s.name for s in listed.list_services_response.service}
     assert {"voxgate.v1.Speech", "grpc.health.v1.Health"} <= names
@@ -45,25 +47,38 @@ def test_reflection_describes_the_api_without_proto_files(fake_server: ServerPro
 
 def test_grpcurl_works_with_no_proto_files(fake_server: ServerProcess) -> None:
     grpcurl = Path(sys.executable).parent / "grpcurl"
-    listed = subprocess.run([str(grpcurl), "-plaintext", fake_server.target, "list"],
-                            capture_output=True, text=True, timeout=30)
+    listed = subprocess.run(
+        [str(grpcurl), "-plaintext", fake_server.target, "list"], capture_output=True, text=True, timeout=30
+    )
     assert "voxgate.v1.Speech" in listed.stdout.split(), listed.stderr
     request = '{"config": {"encoding": "AUDIO_ENCODING_LINEAR16", "sample_rate_hz": 16000}}'
-    streamed = subprocess.run([str(grpcurl), "-plaintext", "-d", request, fake_server.target,
-                               "voxgate.v1.Speech/StreamingRecognize"], capture_output=True, text=True, timeout=30)
+    streamed = subprocess.run(
+        [str(grpcurl), "-plaintext", "-d", request, fake_server.target, "voxgate.v1.Speech/StreamingRecognize"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert streamed.returncode == 0, streamed.stderr
     assert '"SESSION_END_REASON_CLIENT_END"' in streamed.stdout
 
 
 def test_status_command_reports_health_engine_and_capacity(fake_server: ServerProcess) -> None:
-    out = subprocess.run([sys.executable, "-m", "service", "status", "--server", fake_server.target, "--json"],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "status", "--server", fake_server.target, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     status = json.loads(out.stdout)
     assert (status["live"], status["ready"], status["engine"]["name"]) == ("SERVING", "SERVING", "fake")
     assert status["active_sessions"] == 0 and status["max_sessions"] == 16
-    text = subprocess.run([sys.executable, "-m", "service", "status", "--server", fake_server.target],
-                          capture_output=True, text=True, timeout=30)
+    text = subprocess.run(
+        [sys.executable, "-m", "service", "status", "--server", fake_server.target],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert "accepting sessions: SERVING" in text.stdout and "0 active of 16" in text.stdout
 
 
@@ -107,16 +122,16 @@ def test_sessions_are_refused_with_retry_while_the_engine_is_down(tmp_path: Path
 def test_a_sidecar_that_keeps_dying_is_restarted_less_and_less_often(tmp_path: Path) -> None:
     """A sidecar killed right after each start waits 0.2, 0.4, 0.8 s for its restarts (doubling to 10 s; back to
     the first delay after a minute up: engine_api/restart_backoff.py), not 0.2 s forever."""
-    server = start_server(tmp_path, "--sidecar-restart-backoff-s", "0.2", "--sidecar-health-interval-s", "0.2",
-                          engine="fake")
+    server = start_server(
+        tmp_path, "--sidecar-restart-backoff-s", "0.2", "--sidecar-health-interval-s", "0.2", engine="fake"
+    )
     try:
         for _ in range(3):
             server.wait_health(serving=True, timeout_s=30)
             os.kill(server.sidecar_pid(), signal.SIGKILL)
             server.wait_health(serving=False, timeout_s=10)
         server.wait_health(serving=True, timeout_s=30)
-        delays = [json.loads(line)["delay_s"] for line in server.log().splitlines()
-                  if '"sidecar_restart_in"' in line]
+        delays = [json.loads(line)["delay_s"] for line in server.log().splitlines() if '"sidecar_restart_in"' in line]
         assert delays == [0.2, 0.4, 0.8]
     finally:
         assert server.stop() == 0
@@ -143,13 +158,21 @@ def test_a_live_session_survives_a_sidecar_crash(tmp_path: Path) -> None:
 def test_a_session_ends_engine_lost_when_the_engine_stays_down(tmp_path: Path) -> None:
     script = tmp_path / "crash.json"
     script.write_text(json.dumps({"crash_at_ms": 1200}))
-    server = start_server(tmp_path, "--engine-recovery-timeout-s", "0.5", "--sidecar-restart-backoff-s", "3",
-                          engine="fake", model=str(script))
+    server = start_server(
+        tmp_path,
+        "--engine-recovery-timeout-s",
+        "0.5",
+        "--sidecar-restart-backoff-s",
+        "3",
+        engine="fake",
+        model=str(script),
+    )
     got: list[pb.StreamingRecognizeResponse] = []
     try:
         with pytest.raises(grpc.RpcError) as info:
-            for r in server.stub().StreamingRecognize(iter([config_request(), *audio_requests(voiced(3.0))]),
-                                                      timeout=60):
+            for r in server.stub().StreamingRecognize(
+                iter([config_request(), *audio_requests(voiced(3.0))]), timeout=60
+            ):
                 got.append(r)
         assert error_reason(info.value)[:2] == (grpc.StatusCode.UNAVAILABLE, "ENGINE_UNAVAILABLE")
         assert got[-1].ended.reason == pb.SESSION_END_REASON_ENGINE_LOST
@@ -173,8 +196,16 @@ def test_sigterm_drains_an_active_session(tmp_path: Path) -> None:
 
 def test_sigterm_exits_within_the_grace_while_the_engine_is_down(tmp_path: Path) -> None:
     # A drain that finds a session waiting for a restarting engine must not wait for the engine.
-    server = start_server(tmp_path, "--sidecar-restart-backoff-s", "30", "--engine-recovery-timeout-s", "60",
-                          "--drain-grace-s", "2", engine="fake")
+    server = start_server(
+        tmp_path,
+        "--sidecar-restart-backoff-s",
+        "30",
+        "--engine-recovery-timeout-s",
+        "60",
+        "--drain-grace-s",
+        "2",
+        engine="fake",
+    )
     live = stream_in_background(server, 60.0, 0.1)
     assert live.in_session.wait(30)
     os.kill(server.sidecar_pid(), signal.SIGKILL)
@@ -194,7 +225,22 @@ def test_sigterm_exits_within_the_grace_while_the_engine_is_down(tmp_path: Path)
 def test_transcribe_cli_reports_errors_clearly(fake_server: ServerProcess, tmp_path: Path) -> None:
     raw = tmp_path / "audio.raw"
     raw.write_bytes(b"\0" * 3200)
-    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", fake_server.target,
-                          "--sample-rate", "96000", "--no-pace", str(raw)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "transcribe",
+            "--server",
+            fake_server.target,
+            "--sample-rate",
+            "96000",
+            "--no-pace",
+            str(raw),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1
     assert "UNSUPPORTED_AUDIO_FORMAT" in out.stderr and "sample_rate_hz" in out.stderr

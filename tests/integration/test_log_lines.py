@@ -36,8 +36,15 @@ for i in range(lines):
 
 def flood(stderr: IO[Any] | int, wide: bool) -> list[subprocess.Popen[bytes]]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return [subprocess.Popen([sys.executable, "-c", LOGGER, str(i), str(LINES), "wide" if wide else "narrow"],
-                             cwd=ROOT, stderr=stderr, env=env) for i in range(PROCESSES)]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", LOGGER, str(i), str(LINES), "wide" if wide else "narrow"],
+            cwd=ROOT,
+            stderr=stderr,
+            env=env,
+        )
+        for i in range(PROCESSES)
+    ]
 
 
 def assert_whole_lines(text: str) -> None:

@@ -53,24 +53,35 @@ def test_metrics_count_sessions_audio_latency_and_errors(tmp_path: Path) -> None
         server.stop()
 
 
-
 def test_engine_reported_gauges_have_a_series_per_engine(tmp_path: Path) -> None:
     """--engines 2: each engine's reported gauges are a series of its own (`engine` label), not one they overwrite.
     The fake engine reports the sessions waiting to open as its queue: one session opening shows on one engine."""
     script = tmp_path / "script.json"
     script.write_text('{"open_ms": 3000}')
     port = free_port()
-    server = start_server(tmp_path, "--engines", "2", "--metrics-port", str(port),
-                          "--sidecar-health-interval-s", "0.2", engine="fake", model=str(script))
+    server = start_server(
+        tmp_path,
+        "--engines",
+        "2",
+        "--metrics-port",
+        str(port),
+        "--sidecar-health-interval-s",
+        "0.2",
+        engine="fake",
+        model=str(script),
+    )
     try:
         deadline = time.monotonic() + 30  # serving once one engine is; the other may still be starting
-        while (sum((idle := scrape(port)).get(f'voxgate_engine_ready{{engine="{n}"}}', 0) for n in "01") < 2
-               and time.monotonic() < deadline):
+        while (
+            sum((idle := scrape(port)).get(f'voxgate_engine_ready{{engine="{n}"}}', 0) for n in "01") < 2
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert [idle.get(f'voxgate_engine_queue_depth{{engine="{n}"}}') for n in "01"] == [0, 0]
         assert "voxgate_engine_queue_depth" not in idle
-        session = threading.Thread(target=recognize, daemon=True,
-                                   args=(server.stub(), [config_request(), *audio_requests(silence(0.5))]))
+        session = threading.Thread(
+            target=recognize, daemon=True, args=(server.stub(), [config_request(), *audio_requests(silence(0.5))])
+        )
         session.start()
         deadline = time.monotonic() + 2.5  # within the session's 3 s open
         while (depths := queue_depths(port)) == [0, 0] and time.monotonic() < deadline:

@@ -55,8 +55,16 @@ def interleaved(*channels: np.ndarray) -> np.ndarray:
 def final_view(results: list[pb.RecognitionResult]) -> list[tuple[str, int, int, list[tuple[str, int, int]]]]:
     def ms(d: object) -> int:
         return d.seconds * 1000 + d.nanos // 1_000_000  # type: ignore[attr-defined]
-    return [(r.text, ms(r.start_offset), ms(r.end_offset), [(w.word, ms(w.start_offset), ms(w.end_offset))
-                                                            for w in r.words]) for r in results]
+
+    return [
+        (
+            r.text,
+            ms(r.start_offset),
+            ms(r.end_offset),
+            [(w.word, ms(w.start_offset), ms(w.end_offset)) for w in r.words],
+        )
+        for r in results
+    ]
 
 
 def run(server: ServerProcess, data: bytes, chunk: int, **config: object) -> list[pb.StreamingRecognizeResponse]:
@@ -73,8 +81,9 @@ def test_each_channel_transcribed_as_that_channel_alone(sphinx_server: ServerPro
     assert all(alone), "each recording alone gives finals"
     assert alone[0] != alone[1]
 
-    responses = run(sphinx_server, encode(interleaved(left, right)), 2 * chunk, encoding=encoding,
-                    audio_channel_count=2)
+    responses = run(
+        sphinx_server, encode(interleaved(left, right)), 2 * chunk, encoding=encoding, audio_channel_count=2
+    )
     started = responses[0].started
     assert started.effective_config.audio_channel_count == 2
     assert started.effective_config.channel_mode == pb.CHANNEL_MODE_SEPARATE
@@ -107,8 +116,13 @@ def test_downmix_and_first_channel_are_one_recognition(sphinx_server: ServerProc
     mono = (np.round((left.astype(np.int32) + right) / 2) if mode == "downmix" else left).astype("<i2")
     alone = final_view(finals(run(sphinx_server, mono.tobytes(), 3200)))
     channel_mode = pb.CHANNEL_MODE_DOWNMIX if mode == "downmix" else pb.CHANNEL_MODE_FIRST
-    responses = run(sphinx_server, interleaved(left, right).astype("<i2").tobytes(), 6400,
-                    audio_channel_count=2, channel_mode=channel_mode)
+    responses = run(
+        sphinx_server,
+        interleaved(left, right).astype("<i2").tobytes(),
+        6400,
+        audio_channel_count=2,
+        channel_mode=channel_mode,
+    )
     assert responses[0].started.effective_config.channel_mode == channel_mode
     assert all(r.result.channel == 0 for r in responses if r.HasField("result"))
     assert final_view(finals(responses)) == alone
@@ -139,22 +153,35 @@ def test_channel_count_above_eight_is_refused(sphinx_server: ServerProcess) -> N
     with pytest.raises(grpc.RpcError) as err:
         run(sphinx_server, b"", 1, audio_channel_count=9)
     code, reason, meta = error_reason(err.value)
-    assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_AUDIO_FORMAT",
-                                                 "config.audio_channel_count")
+    assert (code, reason, meta.get("field")) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "UNSUPPORTED_AUDIO_FORMAT",
+        "config.audio_channel_count",
+    )
     assert sphinx_server.stub().GetCapabilities(pb.GetCapabilitiesRequest()).max_audio_channel_count == 8
 
 
-@pytest.mark.parametrize(("encoding", "channels", "size"), [
-    (pb.AUDIO_ENCODING_LINEAR16, 2, 6),  # three samples: one frame and a half
-    (pb.AUDIO_ENCODING_MULAW, 3, 4),
-])
-def test_audio_not_in_whole_frames_is_invalid_audio(sphinx_server: ServerProcess, encoding: int, channels: int,
-                                                    size: int) -> None:
+@pytest.mark.parametrize(
+    ("encoding", "channels", "size"),
+    [
+        (pb.AUDIO_ENCODING_LINEAR16, 2, 6),  # three samples: one frame and a half
+        (pb.AUDIO_ENCODING_MULAW, 3, 4),
+    ],
+)
+def test_audio_not_in_whole_frames_is_invalid_audio(
+    sphinx_server: ServerProcess, encoding: int, channels: int, size: int
+) -> None:
     responses: list[pb.StreamingRecognizeResponse] = []
     with pytest.raises(grpc.RpcError) as err:
-        for response in sphinx_server.stub().StreamingRecognize(iter([
-                config_request(encoding=encoding, audio_channel_count=channels),
-                pb.StreamingRecognizeRequest(audio=b"\x01" * size)]), timeout=60):
+        for response in sphinx_server.stub().StreamingRecognize(
+            iter(
+                [
+                    config_request(encoding=encoding, audio_channel_count=channels),
+                    pb.StreamingRecognizeRequest(audio=b"\x01" * size),
+                ]
+            ),
+            timeout=60,
+        ):
             responses.append(response)
     code, reason, meta = error_reason(err.value)
     assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_AUDIO", "audio")
@@ -229,8 +256,13 @@ def write_wav(path: Path, frames: np.ndarray) -> Path:
 
 
 def transcribe(server: ServerProcess, path: Path, *flags: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", server.target, "--no-pace",
-                          *flags, str(path)], capture_output=True, text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "transcribe", "--server", server.target, "--no-pace", *flags, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return out.splitlines()
 
 
@@ -244,8 +276,9 @@ def test_transcribe_cli_prints_each_channel(sphinx_server: ServerProcess, tmp_pa
     assert len(lines) == len(alone[0]) + len(alone[1])
 
     mixed = np.round((left.astype(np.int32) + right) / 2)
-    assert transcribe(sphinx_server, stereo, "--channels", "mix") == \
-        transcribe(sphinx_server, write_wav(tmp_path / "mix.wav", mixed))
+    assert transcribe(sphinx_server, stereo, "--channels", "mix") == transcribe(
+        sphinx_server, write_wav(tmp_path / "mix.wav", mixed)
+    )
 
 
 def test_a_multichannel_session_resumes_without_loss_or_duplicates(sphinx_server: ServerProcess) -> None:
@@ -258,7 +291,8 @@ def test_a_multichannel_session_resumes_without_loss_or_duplicates(sphinx_server
 
     first: list[pb.StreamingRecognizeResponse] = []
     call = sphinx_server.stub().StreamingRecognize(
-        requests_until(stop_sending, config_request(**flow), stereo, chunk), timeout=60)
+        requests_until(stop_sending, config_request(**flow), stereo, chunk), timeout=60
+    )
     for response in call:  # vanish once half the audio is acknowledged, without half-closing
         first.append(response)
         if response.HasField("flow_status") and response.flow_status.acked_audio_bytes >= len(stereo) // 2:
@@ -268,12 +302,16 @@ def test_a_multichannel_session_resumes_without_loss_or_duplicates(sphinx_server
     acked = max(r.flow_status.acked_audio_bytes for r in first if r.HasField("flow_status"))
     assert acked % 4 == 0, "acknowledged in whole frames"
 
-    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        resume_token=first[0].started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked))
+    resume = pb.StreamingRecognizeRequest(
+        config=pb.StreamingConfig(
+            resume_token=first[0].started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked
+        )
+    )
     second = resume_stream(sphinx_server.stub(), [resume, *audio_requests(stereo[acked:], chunk)])
     assert second[0].started.resumed and second[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
     got = finals(first) + finals(second[1:])
     assert len({r.result_id for r in got}) == len(got), "no final result twice"
     for channel in (1, 2):
-        assert final_view([r for r in got if r.channel == channel]) == \
-            final_view([r for r in reference if r.channel == channel])
+        assert final_view([r for r in got if r.channel == channel]) == final_view(
+            [r for r in reference if r.channel == channel]
+        )

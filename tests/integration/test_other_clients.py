@@ -52,8 +52,13 @@ def node_example() -> list[str]:
     assert node is not None and npm is not None
     needed = ("@grpc/grpc-js", "@grpc/proto-loader", "protobufjs")
     if not all((NODE_DIR / "node_modules" / name).is_dir() for name in needed):
-        proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=NODE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if proc.returncode != 0:
             _unavailable(f"`npm ci` in clients/node failed (no registry access?):\n{_tail(proc)}")
     return [node, str(NODE_DIR / "examples" / "transcribe.js")]
@@ -63,8 +68,9 @@ def node_example() -> list[str]:
 def go_example(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The Go example, built by clients/go/build.sh (GOPATH mode, Debian's Go packages)."""
     if shutil.which("go") is None:
-        _unavailable(f"go not found on PATH: the Go client needs golang-go and Debian's Go gRPC packages "
-                     f"({TOOLCHAINS})")
+        _unavailable(
+            f"go not found on PATH: the Go client needs golang-go and Debian's Go gRPC packages ({TOOLCHAINS})"
+        )
     binary = tmp_path_factory.mktemp("go") / "transcribe"
     proc = subprocess.run([str(GO_DIR / "build.sh"), str(binary)], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
@@ -82,8 +88,9 @@ def example(request: pytest.FixtureRequest) -> list[str]:
 
 
 def _run(cmd: list[str], wav: Path, server: ServerProcess, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*cmd, str(wav), "--server", server.target, *extra],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*cmd, str(wav), "--server", server.target, *extra], capture_output=True, text=True, timeout=120
+    )
 
 
 def _finals(stdout: str) -> list[tuple[float, float, str]]:
@@ -111,7 +118,7 @@ def test_example_transcribes_real_speech(example: list[str], sphinx_server: Serv
 def test_example_downmixes_stereo(example: list[str], sphinx_server: ServerProcess, tmp_path: Path) -> None:
     with wave.open(str(CLIP)) as src:
         mono, rate = src.readframes(src.getnframes()), src.getframerate()
-    stereo = b"".join(mono[i:i + 2] * 2 for i in range(0, len(mono), 2))
+    stereo = b"".join(mono[i : i + 2] * 2 for i in range(0, len(mono), 2))
     path = tmp_path / "stereo.wav"
     with wave.open(str(path), "wb") as out:
         out.setnchannels(2)
@@ -135,8 +142,9 @@ def test_example_prints_what_the_python_cli_prints(example: list[str], fake_serv
     assert proc.stdout == expected.stdout
 
 
-def test_rpc_error_exits_nonzero_with_the_reason(example: list[str], fake_server: ServerProcess,
-                                                 tmp_path: Path) -> None:
+def test_rpc_error_exits_nonzero_with_the_reason(
+    example: list[str], fake_server: ServerProcess, tmp_path: Path
+) -> None:
     path = tmp_path / "4khz.wav"  # below the 8 kHz minimum: INVALID_ARGUMENT / UNSUPPORTED_AUDIO_FORMAT
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
@@ -165,8 +173,9 @@ def test_generated_clients_match_proto() -> None:
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
         _unavailable(f"{', '.join(missing)} not found: cannot regenerate the Go/Node code to compare ({TOOLCHAINS})")
-    proc = subprocess.run([str(ROOT / "scripts" / "gen_clients.sh"), "--check"], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "gen_clients.sh"), "--check"], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, _tail(proc)
 
 
@@ -175,8 +184,9 @@ def _json_lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
-def test_example_json_carries_revised_finals_and_interim_stability(example: list[str],
-                                                                   sphinx_server: ServerProcess) -> None:
+def test_example_json_carries_revised_finals_and_interim_stability(
+    example: list[str], sphinx_server: ServerProcess
+) -> None:
     """PocketSphinx revises go_forward.wav: interims "go forward ten meters", final "go forward ten years"
     (the decoder's own final hypothesis). `--json` shows the session's interim stability and the final's
     `revised` flag exactly as the Python client's `--json` does."""
@@ -188,8 +198,9 @@ def test_example_json_carries_revised_finals_and_interim_stability(example: list
     results = [line for line in lines if line["type"] == "result"]
     per_session = ("session_id", "result_id")
     assert [{k: v for k, v in r.items() if k not in per_session} for r in results] == [
-        {k: e[k] for k in r if k not in per_session} for r, e in
-        zip(results, [e for e in expected if e["type"] == "result"], strict=True)]
+        {k: e[k] for k in r if k not in per_session}
+        for r, e in zip(results, [e for e in expected if e["type"] == "result"], strict=True)
+    ]
     interims = [r for r in results if not r["is_final"]]
     final = next(r for r in results if r["is_final"])
     assert interims and not any("revised" in r for r in interims)
@@ -198,19 +209,22 @@ def test_example_json_carries_revised_finals_and_interim_stability(example: list
 
 
 @pytest.mark.parametrize(("server", "stability"), [("sphinx_server", "revisable"), ("fake_server", "append_only")])
-def test_example_reports_the_engines_interim_stability(example: list[str], server: str, stability: str,
-                                                       request: pytest.FixtureRequest) -> None:
+def test_example_reports_the_engines_interim_stability(
+    example: list[str], server: str, stability: str, request: pytest.FixtureRequest
+) -> None:
     target: ServerProcess = request.getfixturevalue(server)
-    proc = subprocess.run([*example, "--capabilities", "--server", target.target], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [*example, "--capabilities", "--server", target.target], capture_output=True, text=True, timeout=60
+    )
     (caps,) = _json_lines(proc)
     assert caps["interim_stability"] == stability
     assert caps["engine"]["name"] == server.removesuffix("_server")
 
 
 @pytest.mark.parametrize("channels", ["separate", "mix"])
-def test_example_sends_a_multichannel_wav_as_the_python_cli_does(example: list[str], sphinx_server: ServerProcess,
-                                                                 tmp_path: Path, channels: str) -> None:
+def test_example_sends_a_multichannel_wav_as_the_python_cli_does(
+    example: list[str], sphinx_server: ServerProcess, tmp_path: Path, channels: str
+) -> None:
     """--channels separate|mix: each channel's finals (prefixed "[chN] ") or the server's downmix, as
     `voxgate-transcribe` prints them (channels' lines may interleave differently: compared per channel)."""
     voices = []
@@ -224,7 +238,7 @@ def test_example_sends_a_multichannel_wav_as_the_python_cli_does(example: list[s
         out.setnchannels(2)
         out.setsampwidth(2)
         out.setframerate(16000)
-        out.writeframes(b"".join(left[i:i + 2] + right[i:i + 2] for i in range(0, n, 2)))
+        out.writeframes(b"".join(left[i : i + 2] + right[i : i + 2] for i in range(0, n, 2)))
     python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
     expected = _run(python_cli, path, sphinx_server, "--no-pace", "--channels", channels)
     proc = _run(example, path, sphinx_server, "--no-pace", "--channels", channels)
@@ -233,7 +247,7 @@ def test_example_sends_a_multichannel_wav_as_the_python_cli_does(example: list[s
     def by_channel(stdout: str) -> dict[str, list[str]]:
         lines: dict[str, list[str]] = {}
         for line in stdout.splitlines():
-            tag = line[:line.index("] ") + 2] if line.startswith("[ch") else ""
+            tag = line[: line.index("] ") + 2] if line.startswith("[ch") else ""
             lines.setdefault(tag, []).append(line)
         return lines
 

@@ -42,8 +42,9 @@ def test_lint_exception_is_limited_to_speech_proto(tmp_path: Path) -> None:
     bad = tmp_path / "proto" / "voxgate" / "v1"
     bad.mkdir(parents=True)
     shutil.copy(ROOT / "proto" / "buf.yaml", tmp_path / "proto" / "buf.yaml")
-    (bad / "other.proto").write_text('syntax = "proto3";\npackage voxgate.v1;\n'
-                                     "enum Color {\n  COLOR_UNSPECIFIED = 0;\n  RED = 1;\n}\n")
+    (bad / "other.proto").write_text(
+        'syntax = "proto3";\npackage voxgate.v1;\nenum Color {\n  COLOR_UNSPECIFIED = 0;\n  RED = 1;\n}\n'
+    )
     proc = _run_buf(tmp_path, "lint", str(tmp_path / "proto"))
     assert proc.returncode != 0
     assert 'Enum value name "RED" should be prefixed with "COLOR_"' in proc.stdout
@@ -82,8 +83,9 @@ def breaking_baseline() -> tuple[str, str]:
 def _baseline(tmp_path: Path, commit: str) -> str:
     """proto/ as of commit, in a directory, configured by today's buf.yaml (the baseline may predate it)."""
     tar = tmp_path / "baseline.tar"
-    subprocess.run(["git", "archive", "--format=tar", "-o", str(tar), commit, "proto"], cwd=ROOT, check=True,
-                   timeout=60)
+    subprocess.run(
+        ["git", "archive", "--format=tar", "-o", str(tar), commit, "proto"], cwd=ROOT, check=True, timeout=60
+    )
     (tmp_path / "baseline").mkdir()
     subprocess.run(["tar", "-xf", str(tar), "-C", str(tmp_path / "baseline")], check=True, timeout=60)
     shutil.copy(ROOT / "proto" / "buf.yaml", tmp_path / "baseline" / "proto" / "buf.yaml")

@@ -29,13 +29,16 @@ def test_second_config_is_protocol_order(fake_server: ServerProcess) -> None:
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "PROTOCOL_ORDER")
 
 
-@pytest.mark.parametrize(("config", "field"), [
-    ({"encoding": pb.AUDIO_ENCODING_UNSPECIFIED}, "config.encoding"),
-    ({"encoding": 17}, "config.encoding"),
-    ({"sample_rate_hz": 7999}, "config.sample_rate_hz"),
-    ({"sample_rate_hz": 96000}, "config.sample_rate_hz"),
-    ({"audio_channel_count": 9}, "config.audio_channel_count"),
-])
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"encoding": pb.AUDIO_ENCODING_UNSPECIFIED}, "config.encoding"),
+        ({"encoding": 17}, "config.encoding"),
+        ({"sample_rate_hz": 7999}, "config.sample_rate_hz"),
+        ({"sample_rate_hz": 96000}, "config.sample_rate_hz"),
+        ({"audio_channel_count": 9}, "config.audio_channel_count"),
+    ],
+)
 def test_unsupported_format_names_the_field(fake_server: ServerProcess, config: dict, field: str) -> None:
     code, reason, meta = fail(fake_server, [config_request(**config)])
     assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "UNSUPPORTED_AUDIO_FORMAT", field)
@@ -43,11 +46,13 @@ def test_unsupported_format_names_the_field(fake_server: ServerProcess, config: 
 
 def test_invalid_config_values_name_the_field(fake_server: ServerProcess) -> None:
     code, reason, meta = fail(fake_server, [config_request(endpointing=pb.EndpointingConfig(silence_ms=-5))])
-    assert (code, reason, meta["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG",
-                                             "config.endpointing.silence_ms")
+    assert (code, reason, meta["field"]) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_CONFIG",
+        "config.endpointing.silence_ms",
+    )
     code, reason, meta = fail(fake_server, [config_request(language_code="tlh")])
-    assert (code, reason, meta["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG",
-                                             "config.language_code")
+    assert (code, reason, meta["field"]) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG", "config.language_code")
 
 
 def test_odd_length_linear16_is_invalid_audio(fake_server: ServerProcess) -> None:
@@ -107,6 +112,7 @@ def test_bad_clients_do_not_disturb_a_healthy_session(fake_server: ServerProcess
             for req in audio_requests(voiced(3.0), 3200):
                 threading.Event().wait(0.02)
                 yield req
+
         healthy.extend(recognize(fake_server.stub(), paced()))
 
     thread = threading.Thread(target=run_healthy)
@@ -123,7 +129,7 @@ def test_bad_clients_do_not_disturb_a_healthy_session(fake_server: ServerProcess
     thread.join(60)
     assert healthy[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
     text = " ".join(r.result.text for r in healthy if r.HasField("result") and r.result.is_final)
-    assert text.split() == ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"][:len(text.split())]
+    assert text.split() == ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"][: len(text.split())]
     assert len(text.split()) >= 6
     assert fake_server.proc.poll() is None
 
@@ -141,8 +147,13 @@ def test_an_undecodable_first_request_is_malformed_request(fake_server: ServerPr
 
 def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(fake_server: ServerProcess) -> None:
     """The audio before the bad message is final before the status; the session's slot is free at once."""
-    got, err = raw_stream(fake_server, VOXGATE_STREAM, pb.StreamingRecognizeResponse.FromString,
-                          [*_speech_requests(1.5), GARBAGE], timeout=20)
+    got, err = raw_stream(
+        fake_server,
+        VOXGATE_STREAM,
+        pb.StreamingRecognizeResponse.FromString,
+        [*_speech_requests(1.5), GARBAGE],
+        timeout=20,
+    )
     assert err is not None, "the stream must end with a status, not hang"
     assert error_reason(err)[:2] == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST")
     finals = [r.result for r in got if r.HasField("result") and r.result.is_final]
@@ -152,10 +163,15 @@ def test_an_undecodable_request_mid_stream_ends_the_session_with_its_finals(fake
     assert caps.active_sessions == 0 and caps.capacity.service_sessions == 0
 
 
-@pytest.mark.parametrize("method", ["/voxgate.v1.Speech/GetCapabilities",
-                                    "/google.cloud.speech.v1.Speech/Recognize",
-                                    "/nvidia.riva.asr.RivaSpeechRecognition/Recognize"],
-                         ids=["voxgate-capabilities", "google-recognize", "riva-recognize"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "/voxgate.v1.Speech/GetCapabilities",
+        "/google.cloud.speech.v1.Speech/Recognize",
+        "/nvidia.riva.asr.RivaSpeechRecognition/Recognize",
+    ],
+    ids=["voxgate-capabilities", "google-recognize", "riva-recognize"],
+)
 def test_an_undecodable_unary_request_is_malformed_request(fake_server: ServerProcess, method: str) -> None:
     # gRPC decodes a unary request before any handler runs; left alone that is UNKNOWN with no reason.
     err = raw_unary(fake_server, method, GARBAGE)

@@ -27,9 +27,15 @@ HEALTH_INTERVAL_S = "0.2"
 def gated(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     """A server whose fake engine refuses new sessions while the gate file (not there yet) exists."""
     gate = tmp_path / "refuse"
-    server = start_server(tmp_path, "--sidecar-health-interval-s", HEALTH_INTERVAL_S,
-                          "--sidecar-restart-backoff-s", "0.5", engine="fake",
-                          model=fake_script(tmp_path, refuse_while=str(gate)))
+    server = start_server(
+        tmp_path,
+        "--sidecar-health-interval-s",
+        HEALTH_INTERVAL_S,
+        "--sidecar-restart-backoff-s",
+        "0.5",
+        engine="fake",
+        model=fake_script(tmp_path, refuse_while=str(gate)),
+    )
     try:
         yield server, gate
     finally:
@@ -64,7 +70,7 @@ def _since_last_restart(server: ServerProcess) -> list[dict[str, object]]:
     """The server's JSON log lines after the last sidecar death."""
     lines = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
     died = max(i for i, line in enumerate(lines) if line.get("event") == "sidecar_died")
-    return lines[died + 1:]
+    return lines[died + 1 :]
 
 
 def _never_serving(server: ServerProcess, seconds: float) -> None:
@@ -74,8 +80,7 @@ def _never_serving(server: ServerProcess, seconds: float) -> None:
         time.sleep(0.05)
 
 
-def test_restart_while_admission_is_off_serves_once_the_new_engine_admits(
-        gated: tuple[ServerProcess, Path]) -> None:
+def test_restart_while_admission_is_off_serves_once_the_new_engine_admits(gated: tuple[ServerProcess, Path]) -> None:
     server, gate = gated
     old_pid = _kill_sidecar(server, refusing=gate)
     gate.unlink()  # the next engine admits from its first answer on
@@ -84,14 +89,17 @@ def test_restart_while_admission_is_off_serves_once_the_new_engine_admits(
 
 
 def test_restart_while_admission_is_off_stays_not_serving_while_the_new_engine_refuses(
-        gated: tuple[ServerProcess, Path]) -> None:
+    gated: tuple[ServerProcess, Path],
+) -> None:
     server, gate = gated
     old_pid = _kill_sidecar(server, refusing=gate)
     _restarted(server, old_pid)
     _never_serving(server, seconds=2.0)  # ten health checks of the new engine, all refusing
     # The supervisor judged the new engine by its own answers, not by what it last heard from the old one.
-    assert any(line.get("event") == "engine_admission" and line.get("admitting") is False
-               for line in _since_last_restart(server)), "the new engine's refusal was never taken in"
+    assert any(
+        line.get("event") == "engine_admission" and line.get("admitting") is False
+        for line in _since_last_restart(server)
+    ), "the new engine's refusal was never taken in"
     gate.unlink()
     server.wait_health(serving=True, timeout_s=10)
 

@@ -46,8 +46,12 @@ def test_idle_timeout_ends_the_session_and_keep_alive_defers_it(fake_server: Ser
 
 
 def test_finalize_closes_the_utterance_and_the_stream_goes_on(fake_server: ServerProcess) -> None:
-    requests = [config_request(), *audio_requests(voiced(1.0)),
-                pb.StreamingRecognizeRequest(finalize=pb.Finalize()), *audio_requests(voiced(1.0))]
+    requests = [
+        config_request(),
+        *audio_requests(voiced(1.0)),
+        pb.StreamingRecognizeRequest(finalize=pb.Finalize()),
+        *audio_requests(voiced(1.0)),
+    ]
     responses = recognize(fake_server.stub(), requests)
     results = finals(responses)
     assert [r.utterance_index for r in results] == [0, 1]

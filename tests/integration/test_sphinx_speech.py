@@ -83,8 +83,10 @@ def test_the_final_is_the_engines_own_hypothesis(sphinx_server: ServerProcess, c
     # engine gets (the service's framing pads the last 20 ms frame): the same words, none added in front.
     pcm, rate = read_wav_pcm(str(clip["file"]))
     audio = silence(lead_s) + pcm
-    responses = recognize(sphinx_server.stub(), [config_request(sample_rate_hz=rate, endpointing=ONE_UTTERANCE),
-                                                 *audio_requests(audio, 1280)])
+    responses = recognize(
+        sphinx_server.stub(),
+        [config_request(sample_rate_hz=rate, endpointing=ONE_UTTERANCE), *audio_requests(audio, 1280)],
+    )
     direct = sphinx_final(engine_samples(audio, "linear16"))
     assert len(finals(responses)) == 1
     assert final_text(responses).split() == direct.split()
@@ -112,8 +114,13 @@ def test_44k1_stereo_wav_matches_16k_mono(sphinx_server: ServerProcess, tmp_path
         w.setsampwidth(2)
         w.setframerate(44100)
         w.writeframes(stereo.astype("<i2").tobytes())
-    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", sphinx_server.target,
-                          "--no-pace", str(path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "transcribe", "--server", sphinx_server.target, "--no-pace", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     stereo_text = " ".join(line.split("] ", 1)[1] for line in out.stdout.splitlines() if "] " in line)
     mono_text = _stream_text(sphinx_server, pcm)
@@ -121,10 +128,13 @@ def test_44k1_stereo_wav_matches_16k_mono(sphinx_server: ServerProcess, tmp_path
     assert word_error_rate("go forward ten meters", stereo_text) <= MAX_WER
 
 
-@pytest.mark.parametrize(("encoding", "encode", "decode"), [
-    (pb.AUDIO_ENCODING_MULAW, encode_mulaw, decode_mulaw),
-    (pb.AUDIO_ENCODING_ALAW, encode_alaw, decode_alaw),
-])
+@pytest.mark.parametrize(
+    ("encoding", "encode", "decode"),
+    [
+        (pb.AUDIO_ENCODING_MULAW, encode_mulaw, decode_mulaw),
+        (pb.AUDIO_ENCODING_ALAW, encode_alaw, decode_alaw),
+    ],
+)
 def test_g711_8k_matches_the_same_audio_as_linear16(sphinx_server: ServerProcess, encoding, encode, decode) -> None:
     # PocketSphinx's model is wideband: narrowband audio recognises worse whatever the
     # decoder, so G.711 is compared with the very same samples sent as 8 kHz LINEAR16.
@@ -139,9 +149,25 @@ def test_g711_8k_matches_the_same_audio_as_linear16(sphinx_server: ServerProcess
 
 def test_transcribe_cli_prints_the_engines_own_transcript(sphinx_server: ServerProcess) -> None:
     path = ROOT / "tests/fixtures/audio/cards_eight_of_spades.wav"
-    out = subprocess.run([sys.executable, "-m", "service", "transcribe", "--server", sphinx_server.target,
-                          "--speed", "4", "--endpointing-silence-ms", "10000", str(path)],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "transcribe",
+            "--server",
+            sphinx_server.target,
+            "--speed",
+            "4",
+            "--endpointing-silence-ms",
+            "10000",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     lines = [line.split("] ", 1)[1] for line in out.stdout.splitlines() if "] " in line]
     assert len(lines) == 1  # one utterance: the pauses between the cards are shorter than 10 s

@@ -58,13 +58,21 @@ def fresh_connection(target: str) -> grpc.Channel:
 
 def owner(token: str) -> int:
     assert token[0] == "w" and "." in token, token
-    return int(token[1:token.index(".")])
+    return int(token[1 : token.index(".")])
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("workers"), "--workers", "2", "--max-sessions", str(MAX_SESSIONS),
-                        "--drain-grace-s", "5", engine="sphinx")
+    proc = start_server(
+        tmp_path_factory.mktemp("workers"),
+        "--workers",
+        "2",
+        "--max-sessions",
+        str(MAX_SESSIONS),
+        "--drain-grace-s",
+        "5",
+        engine="sphinx",
+    )
     for worker in workers(proc):
         worker.wait_serving()
     yield proc
@@ -110,8 +118,17 @@ def test_a_worker_is_ready_again_soon_after_another_workers_sessions_free_the_en
     """Slots freed by worker 0's sessions reach worker 1's readiness within a fraction of a second, not at its
     next health check (--sidecar-health-interval-s, 3 s here): a worker whose engine said "full" asks again
     every NOT_ADMITTING_STATUS_INTERVAL_S. (The wire fuzz found a worker NOT_SERVING while it admitted.)"""
-    proc = start_server(tmp_path, "--workers", "2", "--max-sessions", "2", "--sidecar-health-interval-s", "3",
-                        engine="fake", model=fake_script(tmp_path))
+    proc = start_server(
+        tmp_path,
+        "--workers",
+        "2",
+        "--max-sessions",
+        "2",
+        "--sidecar-health-interval-s",
+        "3",
+        engine="fake",
+        model=fake_script(tmp_path),
+    )
     try:
         w0, w1 = workers(proc)
         for worker in (w0, w1):
@@ -142,7 +159,7 @@ def flow_config() -> pb.StreamingRecognizeRequest:
 
 def test_a_resume_landing_on_the_other_worker_loses_nothing(server: ServerProcess) -> None:
     audio = speech()
-    pieces = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(0, len(audio), CHUNK)]
+    pieces = [pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK]) for i in range(0, len(audio), CHUNK)]
     reference = recognize(server.stub(), [flow_config(), *pieces])
 
     first: list[pb.StreamingRecognizeResponse] = []
@@ -152,7 +169,7 @@ def test_a_resume_landing_on_the_other_worker_loses_nothing(server: ServerProces
     def requests() -> Iterator[pb.StreamingRecognizeRequest]:
         yield flow_config()
         for i in range(0, half, CHUNK):
-            yield pb.StreamingRecognizeRequest(audio=audio[i:min(i + CHUNK, half)])
+            yield pb.StreamingRecognizeRequest(audio=audio[i : min(i + CHUNK, half)])
         stop_sending.wait(30)
 
     call = server.stub().StreamingRecognize(requests(), timeout=60)
@@ -166,9 +183,12 @@ def test_a_resume_landing_on_the_other_worker_loses_nothing(server: ServerProces
     acked = max(r.flow_status.acked_audio_bytes for r in first if r.HasField("flow_status"))
     other = workers(server)[1 - owner(started.resume_token)]
 
-    resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        resume_token=started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked))
-    rest = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(acked, len(audio), CHUNK)]
+    resume = pb.StreamingRecognizeRequest(
+        config=pb.StreamingConfig(
+            resume_token=started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked
+        )
+    )
+    rest = [pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK]) for i in range(acked, len(audio), CHUNK)]
     second = resume_stream(other.stub(), [resume, *rest])  # relayed by the worker that does not hold it
 
     assert second[0].started.resumed and second[0].started.session_id == started.session_id
@@ -178,8 +198,9 @@ def test_a_resume_landing_on_the_other_worker_loses_nothing(server: ServerProces
     assert '"event": "resume_relayed"' in server.log()
 
     with pytest.raises(grpc.RpcError) as info:  # the owner's answer comes back through the relay unchanged
-        recognize(other.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            resume_token=started.resume_token))])
+        recognize(
+            other.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(resume_token=started.resume_token))]
+        )
     assert error_reason(info.value)[:2] == (grpc.StatusCode.NOT_FOUND, "SESSION_NOT_FOUND")
 
 
@@ -213,10 +234,31 @@ def test_voxgate_bench_spreads_its_sessions_over_the_workers(server: ServerProce
     for run in range(6):
         before = sessions_started_by_worker(server.log())
         proc = subprocess.run(
-            [sys.executable, "-m", "service", "bench", "--server", server.target, "-n", str(MAX_SESSIONS),
-             "--sessions-per-connection", "1", "--retries", "0", "--duration", "2", "--no-plots", "--quiet",
-             "--out", str(tmp_path / f"bench-{run}.json")],
-            cwd=ROOT, capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "service",
+                "bench",
+                "--server",
+                server.target,
+                "-n",
+                str(MAX_SESSIONS),
+                "--sessions-per-connection",
+                "1",
+                "--retries",
+                "0",
+                "--duration",
+                "2",
+                "--no-plots",
+                "--quiet",
+                "--out",
+                str(tmp_path / f"bench-{run}.json"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         after = sessions_started_by_worker(server.log())
         if all(after[w] > before[w] for w in (0, 1)):
@@ -236,9 +278,18 @@ def test_a_level_spread_over_two_load_generators_is_one_outcome(server: ServerPr
     assert shares(MAX_SESSIONS, 2) == [2, 1] and shares(1, 4) == [1]
 
     async def level() -> object:
-        plan = Plan(duration_s=2.0, frame_ms=20, speed=1.0, stagger_s=0.1, timeout_s=30.0,
-                    thresholds=Thresholds(5.0, 10.0, 5.0), ref_shift_ms=0, progress=False,
-                    sessions_per_connection=1, language=await pick_language(server.target, None))
+        plan = Plan(
+            duration_s=2.0,
+            frame_ms=20,
+            speed=1.0,
+            stagger_s=0.1,
+            timeout_s=30.0,
+            thresholds=Thresholds(5.0, 10.0, 5.0),
+            ref_shift_ms=0,
+            progress=False,
+            sessions_per_connection=1,
+            language=await pick_language(server.target, None),
+        )
         return await drive(server.target, MAX_SESSIONS, plan, load_loop(), 2)
 
     outcome = asyncio.run(level())
@@ -259,11 +310,28 @@ def wait_restarted(server: ServerProcess, index: int, old_pid: int) -> ServiceWo
 
 def test_a_tenants_quota_holds_across_workers_and_a_dead_worker_gives_its_slots_back(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"tenants": {"acme": {"tokens": [hash_token("acme-1")], "max_sessions": 2},
-                                              "globex": {"tokens": [hash_token("globex-1")]}}}))
+    tokens.write_text(
+        json.dumps(
+            {
+                "tenants": {
+                    "acme": {"tokens": [hash_token("acme-1")], "max_sessions": 2},
+                    "globex": {"tokens": [hash_token("globex-1")]},
+                }
+            }
+        )
+    )
     acme, globex = (("authorization", "Bearer acme-1"),), (("authorization", "Bearer globex-1"),)
-    server = start_server(tmp_path, "--workers", "2", "--auth-tokens-file", str(tokens), "--max-sessions", "8",
-                          engine="fake", model=fake_script(tmp_path, words=[["hello", 300]]))
+    server = start_server(
+        tmp_path,
+        "--workers",
+        "2",
+        "--auth-tokens-file",
+        str(tokens),
+        "--max-sessions",
+        "8",
+        engine="fake",
+        model=fake_script(tmp_path, words=[["hello", 300]]),
+    )
     held = []
     try:
         w0, w1 = workers(server)
@@ -277,8 +345,9 @@ def test_a_tenants_quota_holds_across_workers_and_a_dead_worker_gives_its_slots_
         other = hold_stream(grpc.insecure_channel(f"unix:{w0.socket}"), globex)  # another tenant: room
         assert other.release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
         assert held.pop(0).release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
-        assert recognize(w1.stub(), [config_request()], metadata=acme)[-1].ended.reason == \
-            pb.SESSION_END_REASON_CLIENT_END, "the slot worker 0 gave back is worker 1's to use"
+        assert (
+            recognize(w1.stub(), [config_request()], metadata=acme)[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
+        ), "the slot worker 0 gave back is worker 1's to use"
 
         os.kill(w1.pid, signal.SIGKILL)  # its session of acme's is gone with it, and so is its slot
         held.pop().stop_sending()

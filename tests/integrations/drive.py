@@ -25,15 +25,15 @@ from voxgate_client import AsyncSpeechClient, StreamConfig, chunks
 
 HERE = Path(__file__).resolve().parent
 RATE = 16000
-TRUTH = {"go_forward.wav": "go forward ten meters",
-         "flite_rms_turn_left.wav": "turn left at the next intersection"}
+TRUTH = {"go_forward.wav": "go forward ten meters", "flite_rms_turn_left.wav": "turn left at the next intersection"}
 
 
 def two_utterances(gap_s: float = 1.5) -> bytes:
     """go_forward.wav, `gap_s` of silence, flite_rms_turn_left.wav, 1.5 s of silence (8.4 s by
     default): two utterances with an endpoint between them."""
-    return (read_wav_pcm("go_forward.wav")[0] + silence(gap_s) + read_wav_pcm("flite_rms_turn_left.wav")[0]
-            + silence(1.5))
+    return (
+        read_wav_pcm("go_forward.wav")[0] + silence(gap_s) + read_wav_pcm("flite_rms_turn_left.wav")[0] + silence(1.5)
+    )
 
 
 def one_utterance() -> bytes:
@@ -86,8 +86,10 @@ class LiveKitRun:
             e = t.event
             text = e.alternatives[0].text if e.alternatives else ""
             wall = e.speech_start_time or e.speech_end_time
-            lines.append(f"{t.at - self.started_at:7.3f} {e.type.value} {text!r}"
-                         + (f" wall+{wall - self.started_wall:.3f}" if wall else ""))
+            lines.append(
+                f"{t.at - self.started_at:7.3f} {e.type.value} {text!r}"
+                + (f" wall+{wall - self.started_wall:.3f}" if wall else "")
+            )
         return "\n".join(lines)
 
     @property
@@ -106,14 +108,25 @@ def frames(pcm: bytes, rate: int, frame_ms: int) -> list[Any]:
     from livekit import rtc
 
     step = rate * 2 * frame_ms // 1000
-    return [rtc.AudioFrame(data=pcm[i:i + step], sample_rate=rate, num_channels=1,
-                           samples_per_channel=len(pcm[i:i + step]) // 2) for i in range(0, len(pcm), step)]
+    return [
+        rtc.AudioFrame(
+            data=pcm[i : i + step], sample_rate=rate, num_channels=1, samples_per_channel=len(pcm[i : i + step]) // 2
+        )
+        for i in range(0, len(pcm), step)
+    ]
 
 
-async def livekit_stream(stt: Any, pcm: bytes, *, rate: int = RATE, frame_ms: int = 10, pace: float = 1.0,
-                         flush_at_s: float | None = None,
-                         on_event: Callable[[Any], Awaitable[None] | None] | None = None,
-                         **stream_kwargs: Any) -> LiveKitRun:
+async def livekit_stream(
+    stt: Any,
+    pcm: bytes,
+    *,
+    rate: int = RATE,
+    frame_ms: int = 10,
+    pace: float = 1.0,
+    flush_at_s: float | None = None,
+    on_event: Callable[[Any], Awaitable[None] | None] | None = None,
+    **stream_kwargs: Any,
+) -> LiveKitRun:
     """Play `pcm` (at `rate`) into `stt.stream()` as a room's audio track would: `frame_ms` frames
     at `pace` times real time (0: all at once), `flush()` at `flush_at_s`, then `end_input()`;
     collect every SpeechEvent until the stream ends."""
@@ -193,14 +206,25 @@ class PipecatRun:
         return seq
 
 
-def run_pipecat(python: Path, tmp: Path, pcm: bytes, *, on_line: Callable[[dict[str, Any]], None] | None = None,
-                timeout_s: float = 120, **plan: Any) -> PipecatRun:
+def run_pipecat(
+    python: Path,
+    tmp: Path,
+    pcm: bytes,
+    *,
+    on_line: Callable[[dict[str, Any]], None] | None = None,
+    timeout_s: float = 120,
+    **plan: Any,
+) -> PipecatRun:
     """Run the pipeline of pipecat_driver.py on `pcm` with `plan`; `on_line` sees each line as it comes."""
     audio = tmp / f"audio-{time.monotonic_ns()}.raw"
     audio.write_bytes(pcm)
     plan = {"audio": str(audio), **plan}
-    proc = subprocess.Popen([str(python), str(HERE / "pipecat_driver.py"), json.dumps(plan)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(python), str(HERE / "pipecat_driver.py"), json.dumps(plan)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stderr: list[str] = []
     reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
     reader.start()

@@ -46,8 +46,12 @@ from pipecat_voxgate import VoxgateSTTService
 from voxgate_client import ResumePolicy
 
 T0 = time.monotonic()
-REPORTED = (TranscriptionFrame, InterimTranscriptionFrame, ProposedUserStartedSpeakingFrame,
-            ProposedUserStoppedSpeakingFrame)
+REPORTED = (
+    TranscriptionFrame,
+    InterimTranscriptionFrame,
+    ProposedUserStartedSpeakingFrame,
+    ProposedUserStoppedSpeakingFrame,
+)
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -57,8 +61,12 @@ def emit(kind: str, **fields: Any) -> None:
 def frame_fields(frame: Frame) -> dict[str, Any]:
     fields: dict[str, Any] = {"type": type(frame).__name__}
     if isinstance(frame, (TranscriptionFrame, InterimTranscriptionFrame)):
-        fields.update(text=frame.text, language=str(frame.language) if frame.language else None,
-                      user_id=frame.user_id, result=dataclasses.asdict(frame.result))
+        fields.update(
+            text=frame.text,
+            language=str(frame.language) if frame.language else None,
+            user_id=frame.user_id,
+            result=dataclasses.asdict(frame.result),
+        )
         if isinstance(frame, TranscriptionFrame):
             fields["finalized"] = frame.finalized
     return fields
@@ -105,7 +113,7 @@ class AudioFileSource(FrameProcessor):
             while language_at and language_at[0][0] <= at_s:
                 _, code = language_at.pop(0)
                 await self.push_frame(STTUpdateSettingsFrame(delta=STTSettings(language=code)))
-            await self.push_frame(InputAudioRawFrame(audio=pcm[i:i + step], sample_rate=rate, num_channels=1))
+            await self.push_frame(InputAudioRawFrame(audio=pcm[i : i + step], sample_rate=rate, num_channels=1))
             if pace:
                 delay = start + (i + step) / (2 * rate) / pace - time.monotonic()
                 if delay > 0:
@@ -124,8 +132,11 @@ class PushOrder(BaseObserver):
         self._service = service
 
     async def on_push_frame(self, data: FramePushed) -> None:
-        if (data.source is self._service and data.direction == FrameDirection.DOWNSTREAM
-                and isinstance(data.frame, REPORTED)):
+        if (
+            data.source is self._service
+            and data.direction == FrameDirection.DOWNSTREAM
+            and isinstance(data.frame, REPORTED)
+        ):
             emit("pushed", type=type(data.frame).__name__)
 
 
@@ -138,24 +149,41 @@ class Collector(FrameProcessor):
 
 
 async def main(plan: dict[str, Any]) -> None:
-    resume: bool | ResumePolicy = (ResumePolicy(**plan["resume"]) if isinstance(plan.get("resume"), dict)
-                                   else bool(plan.get("resume", True)))
-    stt = VoxgateSTTService(address=plan["target"], language=plan.get("language"), resume=resume,
-                            vad_events=plan.get("vad_events", False),
-                            endpointing_silence_ms=plan.get("endpointing_silence_ms", 0),
-                            retry_delay_s=plan.get("retry_delay_s", 1.0))
-    for name in ("on_speech_started", "on_speech_stopped", "on_session_started", "on_connected",
-                 "on_disconnected", "on_connection_error"):
+    resume: bool | ResumePolicy = (
+        ResumePolicy(**plan["resume"]) if isinstance(plan.get("resume"), dict) else bool(plan.get("resume", True))
+    )
+    stt = VoxgateSTTService(
+        address=plan["target"],
+        language=plan.get("language"),
+        resume=resume,
+        vad_events=plan.get("vad_events", False),
+        endpointing_silence_ms=plan.get("endpointing_silence_ms", 0),
+        retry_delay_s=plan.get("retry_delay_s", 1.0),
+    )
+    for name in (
+        "on_speech_started",
+        "on_speech_stopped",
+        "on_session_started",
+        "on_connected",
+        "on_disconnected",
+        "on_connection_error",
+    ):
+
         def handler(_service: Any, *args: Any, _name: str = name) -> None:
             emit("event", name=_name, args=list(args))
+
         stt.add_event_handler(name, handler)
 
     done = asyncio.Event()
     source = AudioFileSource(plan, done)
     stt.add_event_handler("on_session_started", lambda _service, _session: source.session_started.set())
     pipeline = Pipeline([source, stt, Collector()])
-    worker = PipelineWorker(pipeline, cancel_on_idle_timeout=False, observers=[PushOrder(stt)],
-                            params=PipelineParams(audio_in_sample_rate=plan.get("sample_rate", 16000)))
+    worker = PipelineWorker(
+        pipeline,
+        cancel_on_idle_timeout=False,
+        observers=[PushOrder(stt)],
+        params=PipelineParams(audio_in_sample_rate=plan.get("sample_rate", 16000)),
+    )
 
     async def end_when_played() -> None:
         await done.wait()

@@ -64,7 +64,8 @@ def check_transcripts(run: LiveKitRun, reference: list[str], audio_s: float) -> 
 
 
 async def test_stream_of_a_room_track_gives_speech_events_interims_finals_words_and_language(
-        sphinx_server: ServerProcess) -> None:
+    sphinx_server: ServerProcess,
+) -> None:
     pcm = two_utterances()
     reference = await reference_finals(sphinx_server.target, pcm)
     stt = voxgate.STT(address=sphinx_server.target)
@@ -90,7 +91,8 @@ async def test_stream_of_a_room_track_gives_speech_events_interims_finals_words_
 
 
 async def test_audio_sent_all_at_once_keeps_each_utterance_between_its_speech_events(
-        sphinx_server: ServerProcess) -> None:
+    sphinx_server: ServerProcess,
+) -> None:
     # Unpaced, voxgate's speech detection runs ahead of the engine: the second utterance's
     # SPEECH_STARTED (and the first's SPEECH_ENDED) come before the first one's text and final.
     pcm = two_utterances()
@@ -136,8 +138,9 @@ async def test_flush_finalizes_the_utterance_without_waiting_for_the_endpoint(sp
     assert word_error_rate(TRUTH["go_forward.wav"], finals[0].alternatives[0].text) <= 0.25
 
 
-async def test_streams_and_recognitions_share_one_connection(sphinx_server: ServerProcess,
-                                                             relay_factory: type[Relay]) -> None:
+async def test_streams_and_recognitions_share_one_connection(
+    sphinx_server: ServerProcess, relay_factory: type[Relay]
+) -> None:
     relay = relay_factory(sphinx_server.target)
     stt = voxgate.STT(address=relay.target)
     metrics: list[Any] = []
@@ -157,8 +160,9 @@ async def test_streams_and_recognitions_share_one_connection(sphinx_server: Serv
     assert acquired == [False, True], "LiveKit's connection metric: new, then reused"
 
 
-async def test_a_dropped_connection_is_resumed_in_the_same_session(sphinx_server: ServerProcess,
-                                                                   relay_factory: type[Relay]) -> None:
+async def test_a_dropped_connection_is_resumed_in_the_same_session(
+    sphinx_server: ServerProcess, relay_factory: type[Relay]
+) -> None:
     pcm = two_utterances()
     reference = await reference_finals(sphinx_server.target, pcm)
     relay = relay_factory(sphinx_server.target)
@@ -183,8 +187,9 @@ async def test_a_dropped_connection_is_resumed_in_the_same_session(sphinx_server
     assert len(resumed) == 1, "the same session, resumed"
 
 
-async def test_a_drained_server_is_continued_in_a_new_session(tmp_path: Path, sphinx_server: ServerProcess,
-                                                              relay_factory: type[Relay]) -> None:
+async def test_a_drained_server_is_continued_in_a_new_session(
+    tmp_path: Path, sphinx_server: ServerProcess, relay_factory: type[Relay]
+) -> None:
     pcm = two_utterances(gap_s=3.0)  # the drain comes between the utterances, none is split at the seam
     reference = await reference_finals(sphinx_server.target, pcm)
     draining = start_server(tmp_path, engine="sphinx")
@@ -219,7 +224,8 @@ async def test_a_drained_server_is_continued_in_a_new_session(tmp_path: Path, sp
 
 
 async def test_a_refused_config_is_a_final_error_and_an_unreachable_server_a_connection_error(
-        sphinx_server: ServerProcess, unused_tcp_port: int) -> None:
+    sphinx_server: ServerProcess, unused_tcp_port: int
+) -> None:
     no_retry = APIConnectOptions(max_retry=0)
     stt = voxgate.STT(address=sphinx_server.target, sample_rate=4000)  # voxgate takes 8-48 kHz
     try:
@@ -232,7 +238,9 @@ async def test_a_refused_config_is_a_final_error_and_an_unreachable_server_a_con
     gone = voxgate.STT(address=f"127.0.0.1:{unused_tcp_port}", resume=False)
     try:
         with pytest.raises(APIConnectionError):
-            await gone.recognize(frames(one_utterance(), RATE, 20), conn_options=APIConnectOptions(
-                max_retry=1, retry_interval=0.0, timeout=5))
+            await gone.recognize(
+                frames(one_utterance(), RATE, 20),
+                conn_options=APIConnectOptions(max_retry=1, retry_interval=0.0, timeout=5),
+            )
     finally:
         await gone.aclose()

@@ -21,8 +21,12 @@ from tests.integrations.drive import (
 from tests.relay import Relay
 
 FAST_RESUME = {"backoff_s": 0.05, "flow_status_interval_ms": 100}
-UTTERANCE = ["ProposedUserStartedSpeakingFrame", "InterimTranscriptionFrame", "TranscriptionFrame",
-             "ProposedUserStoppedSpeakingFrame"]
+UTTERANCE = [
+    "ProposedUserStartedSpeakingFrame",
+    "InterimTranscriptionFrame",
+    "TranscriptionFrame",
+    "ProposedUserStoppedSpeakingFrame",
+]
 
 
 def check_transcripts(run: PipecatRun, reference: list[str], audio_s: float) -> None:
@@ -50,12 +54,16 @@ def check_transcripts(run: PipecatRun, reference: list[str], audio_s: float) -> 
 
 
 def sequence_message(run: PipecatRun) -> str:
-    return "\n".join(f"{line['t']:7.3f} {line['kind']} {line.get('type', line.get('name', ''))} "
-                     f"{line.get('text', line.get('args', ''))!r}" for line in run.lines)
+    return "\n".join(
+        f"{line['t']:7.3f} {line['kind']} {line.get('type', line.get('name', ''))} "
+        f"{line.get('text', line.get('args', ''))!r}"
+        for line in run.lines
+    )
 
 
 def test_pipeline_gives_speech_events_interims_finals_words_and_language(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path
+) -> None:
     pcm = two_utterances()
     reference = _reference(sphinx_server, pcm)
     run = run_pipecat(pipecat_python, tmp_path, pcm, target=sphinx_server.target, pace=1.0, vad_events=True)
@@ -75,7 +83,8 @@ def test_pipeline_gives_speech_events_interims_finals_words_and_language(
 
 
 def test_audio_pushed_all_at_once_keeps_each_utterance_between_its_speech_events(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path
+) -> None:
     # Unpaced, voxgate's speech detection runs ahead of the engine: the second utterance's
     # SPEECH_STARTED (and the first's SPEECH_ENDED) come before the first one's text and final.
     pcm = two_utterances()
@@ -87,11 +96,20 @@ def test_audio_pushed_all_at_once_keeps_each_utterance_between_its_speech_events
 
 
 def test_vad_stop_finalizes_the_utterance_without_waiting_for_the_endpoint(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path
+) -> None:
     # A 5 s endpoint: only the finalize (Pipecat's VAD stop) can close the utterance while audio goes on.
     pcm = one_utterance() + bytes(2 * 16000 * 2)
-    run = run_pipecat(pipecat_python, tmp_path, pcm, target=sphinx_server.target, pace=1.0,
-                      wait_for_session=True, endpointing_silence_ms=5000, finalize_at_s=[2.6])
+    run = run_pipecat(
+        pipecat_python,
+        tmp_path,
+        pcm,
+        target=sphinx_server.target,
+        pace=1.0,
+        wait_for_session=True,
+        endpointing_silence_ms=5000,
+        finalize_at_s=[2.6],
+    )
     finals = run.frames("TranscriptionFrame")
     assert len(finals) == 1, sequence_message(run)
     assert finals[0]["t"] < run.first("audio_done")["t"] - 1.0, "final well before the audio ended"
@@ -99,7 +117,8 @@ def test_vad_stop_finalizes_the_utterance_without_waiting_for_the_endpoint(
 
 
 def test_a_language_update_starts_the_next_session_on_the_same_connection(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]
+) -> None:
     pcm = two_utterances()
     reference = _reference(sphinx_server, pcm)
     relay = relay_factory(sphinx_server.target)
@@ -117,7 +136,8 @@ def test_a_language_update_starts_the_next_session_on_the_same_connection(
 
 
 def test_a_dropped_connection_is_resumed_in_the_same_session(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]
+) -> None:
     pcm = two_utterances()
     reference = _reference(sphinx_server, pcm)
     relay = relay_factory(sphinx_server.target)
@@ -126,8 +146,16 @@ def test_a_dropped_connection_is_resumed_in_the_same_session(
         if line["kind"] == "frame" and line["type"] == "TranscriptionFrame" and relay.accepted == 1:
             relay.cut()
 
-    run = run_pipecat(pipecat_python, tmp_path, pcm, on_line=cut_after_first_final, target=relay.target,
-                      pace=2.0, vad_events=True, resume=FAST_RESUME)
+    run = run_pipecat(
+        pipecat_python,
+        tmp_path,
+        pcm,
+        on_line=cut_after_first_final,
+        target=relay.target,
+        pace=2.0,
+        vad_events=True,
+        resume=FAST_RESUME,
+    )
     assert relay.accepted == 2, "the connection was cut once and the client reconnected"
     assert not run.events("on_connection_error"), "no error reached the pipeline: the session was resumed"
     assert run.sequence == UTTERANCE * 2, sequence_message(run)
@@ -135,13 +163,15 @@ def test_a_dropped_connection_is_resumed_in_the_same_session(
     check_transcripts(run, reference, seconds_of(pcm))
     sessions = {f["result"]["session_id"] for f in run.frames("TranscriptionFrame")}
     assert len(sessions) == 1 and len(run.events("on_session_started")) == 1
-    resumed = [line for line in sphinx_server.log().splitlines()
-               if "session_resumed" in line and next(iter(sessions)) in line]
+    resumed = [
+        line for line in sphinx_server.log().splitlines() if "session_resumed" in line and next(iter(sessions)) in line
+    ]
     assert len(resumed) == 1, "the same session, resumed"
 
 
 def test_a_drained_server_is_continued_in_a_new_session(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]
+) -> None:
     pcm = two_utterances(gap_s=3.0)  # the drain comes between the utterances, none is split at the seam
     reference = _reference(sphinx_server, pcm)
     draining = start_server(tmp_path, engine="sphinx")
@@ -155,8 +185,17 @@ def test_a_drained_server_is_continued_in_a_new_session(
             stopper[0].start()
 
     try:
-        run = run_pipecat(pipecat_python, tmp_path, pcm, on_line=drain_after_first_final, target=relay.target,
-                          pace=1.0, wait_for_session=True, vad_events=True, resume=FAST_RESUME)
+        run = run_pipecat(
+            pipecat_python,
+            tmp_path,
+            pcm,
+            on_line=drain_after_first_final,
+            target=relay.target,
+            pace=1.0,
+            wait_for_session=True,
+            vad_events=True,
+            resume=FAST_RESUME,
+        )
     finally:
         for t in stopper:
             t.join(30)
@@ -171,11 +210,13 @@ def test_a_drained_server_is_continued_in_a_new_session(
 
 
 def test_a_refused_config_stops_the_service_with_an_error(
-        pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path) -> None:
+    pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path
+) -> None:
     # voxgate takes 8-48 kHz: a 4 kHz pipeline is refused (INVALID_ARGUMENT), which a new session
     # would meet again; the service reports it upstream and stops, and the pipeline still ends.
-    run = run_pipecat(pipecat_python, tmp_path, bytes(8000), target=sphinx_server.target, pace=0,
-                      sample_rate=4000, retry_delay_s=0.05)
+    run = run_pipecat(
+        pipecat_python, tmp_path, bytes(8000), target=sphinx_server.target, pace=0, sample_rate=4000, retry_delay_s=0.05
+    )
     errors = [line for line in run.lines if line["kind"] == "upstream" and line["type"] == "ErrorFrame"]
     assert len(errors) == 1 and "INVALID_ARGUMENT" in errors[0]["error"], sequence_message(run)
     assert len(run.events("on_connection_error")) == 1

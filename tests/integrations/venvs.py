@@ -32,9 +32,11 @@ VENVS = ROOT / ".venv-integrations"
 PIPECAT_VENV = VENVS / "pipecat"
 PIPECAT_PINS = ("pipecat-ai==1.14.0",)  # the Pipecat release pipecat-voxgate is tested with
 EDITABLE = (ROOT / "clients" / "python", ROOT / "clients" / "pipecat-voxgate")
-CHECK = ("import google.protobuf, pipecat, pipecat_voxgate, voxgate_client; "
-         "from pipecat.pipeline.worker import PipelineWorker; "
-         "print(f'pipecat {pipecat.__version__}, protobuf {google.protobuf.__version__}')")
+CHECK = (
+    "import google.protobuf, pipecat, pipecat_voxgate, voxgate_client; "
+    "from pipecat.pipeline.worker import PipelineWorker; "
+    "print(f'pipecat {pipecat.__version__}, protobuf {google.protobuf.__version__}')"
+)
 
 
 def _python(venv: Path) -> Path:
@@ -71,11 +73,11 @@ def _build(stamp: dict[str, object]) -> None:
     _run([base, "-m", "venv", str(PIPECAT_VENV)])
     py = str(_python(PIPECAT_VENV))
     pins = [str(p) for p in stamp["pins"]]  # type: ignore[attr-defined]
-    _run([py, "-m", "pip", "install", "--quiet", *pins[:len(PIPECAT_PINS)]])
+    _run([py, "-m", "pip", "install", "--quiet", *pins[: len(PIPECAT_PINS)]])
     # voxgate-client needs protobuf>=7.35: pip upgrades it over pipecat-ai's protobuf<7 (and reports
     # the conflict on stderr; it is the one expected).
     editable = [arg for p in EDITABLE for arg in ("-e", str(p))]
-    _run([py, "-m", "pip", "install", "--quiet", *editable, *pins[len(PIPECAT_PINS):]])
+    _run([py, "-m", "pip", "install", "--quiet", *editable, *pins[len(PIPECAT_PINS) :]])
     _run([py, "-c", CHECK])
 
 

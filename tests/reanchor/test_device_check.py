@@ -12,8 +12,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_device_check_passes_on_the_cpu_and_reports_every_check() -> None:
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_check.py"), "--device", "cpu",
-                          "--repeats", "1"], capture_output=True, text=True, timeout=600, check=False)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device_check.py"), "--device", "cpu", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     report = json.loads(run.stdout)
     assert run.returncode == 0, run.stdout + run.stderr
     assert report["ok"] is True
@@ -27,8 +32,10 @@ def test_device_check_passes_on_the_cpu_and_reports_every_check() -> None:
 
 def test_device_check_imports_no_vllm() -> None:
     script = str(ROOT / "scripts" / "device_check.py")
-    code = ("import runpy, sys; sys.argv = ['x', '--help']\n"
-            f"try:\n    runpy.run_path({script!r}, run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "assert not any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules), 'vllm imported'\n")
+    code = (
+        "import runpy, sys; sys.argv = ['x', '--help']\n"
+        f"try:\n    runpy.run_path({script!r}, run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "assert not any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules), 'vllm imported'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)

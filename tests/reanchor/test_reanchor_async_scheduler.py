@@ -38,11 +38,24 @@ STOP_TOKEN = 999
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("config-only-model")
-    (path / "config.json").write_text(json.dumps({
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 64,
-        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
-        "vocab_size": 1000, "max_position_embeddings": 4096, "sliding_window": DECODER_WINDOW,
-        "rope_theta": 10000.0, "torch_dtype": "float32"}))
+    (path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["MistralForCausalLM"],
+                "model_type": "mistral",
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "num_hidden_layers": 2,
+                "vocab_size": 1000,
+                "max_position_embeddings": 4096,
+                "sliding_window": DECODER_WINDOW,
+                "rope_theta": 10000.0,
+                "torch_dtype": "float32",
+            }
+        )
+    )
     return path
 
 
@@ -58,23 +71,44 @@ def build(model_dir: Path, async_scheduling: bool) -> Any:
     model = ModelConfig(model=str(model_dir), skip_tokenizer_init=True, max_model_len=MAX_MODEL_LEN, dtype="float32")
     config = VllmConfig(
         model_config=model,
-        scheduler_config=SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=512, max_model_len=MAX_MODEL_LEN,
-                                         is_encoder_decoder=False, enable_chunked_prefill=True),
+        scheduler_config=SchedulerConfig(
+            max_num_seqs=4,
+            max_num_batched_tokens=512,
+            max_model_len=MAX_MODEL_LEN,
+            is_encoder_decoder=False,
+            enable_chunked_prefill=True,
+        ),
         cache_config=CacheConfig(block_size=DECODER_BLOCK, enable_prefix_caching=False),
-        additional_config=ReanchorSettings(margin_tokens=MARGIN).as_config())
+        additional_config=ReanchorSettings(margin_tokens=MARGIN).as_config(),
+    )
     # What vLLM resolves on a GPU (the CPU platform forces it off while building the config).
     config.scheduler_config.async_scheduling = async_scheduling
     config.cache_config.num_gpu_blocks = 64
 
     def group(name: str, block: int, window: int) -> Any:
-        return KVCacheGroupSpec([name], SlidingWindowSpec(block_size=block, num_kv_heads=1, head_size=8,
-                                                          dtype=torch.float32, sliding_window=window))
+        return KVCacheGroupSpec(
+            [name],
+            SlidingWindowSpec(
+                block_size=block, num_kv_heads=1, head_size=8, dtype=torch.float32, sliding_window=window
+            ),
+        )
 
-    kv = KVCacheConfig(num_blocks=64, kv_cache_tensors=[], kv_cache_groups=[
-        group("decoder", DECODER_BLOCK, DECODER_WINDOW), group("encoder", ENCODER_BLOCK, ENCODER_WINDOW)])
+    kv = KVCacheConfig(
+        num_blocks=64,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            group("decoder", DECODER_BLOCK, DECODER_WINDOW),
+            group("encoder", ENCODER_BLOCK, ENCODER_WINDOW),
+        ],
+    )
     cls = ReanchorAsyncScheduler if async_scheduling else ReanchorScheduler
-    return cls(vllm_config=config, kv_cache_config=kv, block_size=DECODER_BLOCK, log_stats=False,
-               structured_output_manager=StructuredOutputManager(config))
+    return cls(
+        vllm_config=config,
+        kv_cache_config=kv,
+        block_size=DECODER_BLOCK,
+        log_stats=False,
+        structured_output_manager=StructuredOutputManager(config),
+    )
 
 
 @dataclass
@@ -86,8 +120,9 @@ class Run:
     chunks: int = 0
 
 
-def drive(model_dir: Path, async_scheduling: bool, chunks: int, *, ahead: bool = False,
-          stop_early: bool = False) -> Run:
+def drive(
+    model_dir: Path, async_scheduling: bool, chunks: int, *, ahead: bool = False, stop_early: bool = False
+) -> Run:
     """Feed one streaming session `chunks` chunks. ahead: each chunk is sent as soon as the previous one is
     scheduled (it waits in the session's streaming queue while that one is in flight), not after its output.
     stop_early: chunks may decode up to 4 tokens but the first sampled token stops them, so under async
@@ -117,9 +152,12 @@ def drive(model_dir: Path, async_scheduling: bool, chunks: int, *, ahead: bool =
     sched._vg_maybe_shift, sched._vg_idle = maybe_shift, idle
 
     def chunk(token: int) -> Any:
-        params = SamplingParams(max_tokens=4 if stop_early else 1, temperature=0.0,
-                                stop_token_ids=[STOP_TOKEN] if stop_early else None,
-                                extra_args={REQUEST_TAG: "front-end-id"})
+        params = SamplingParams(
+            max_tokens=4 if stop_early else 1,
+            temperature=0.0,
+            stop_token_ids=[STOP_TOKEN] if stop_early else None,
+            extra_args={REQUEST_TAG: "front-end-id"},
+        )
         run.chunks += 1
         return Request("session", [token], params, None, resumable=True)
 
@@ -129,8 +167,12 @@ def drive(model_dir: Path, async_scheduling: bool, chunks: int, *, ahead: bool =
         """The worker's answer to one step: one sampled token per scheduled request."""
         ids = list(out.num_scheduled_tokens)
         token = STOP_TOKEN if stop_early else 100 + run.chunks % 50
-        results = sched.update_from_output(out, ModelRunnerOutput(
-            req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=[[token] for _ in ids]))
+        results = sched.update_from_output(
+            out,
+            ModelRunnerOutput(
+                req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)}, sampled_token_ids=[[token] for _ in ids]
+            ),
+        )
         for outputs in results.values():
             for o in outputs.outputs:
                 if o.new_token_ids and not ahead and run.chunks < chunks:

@@ -101,8 +101,7 @@ def expected_refusal(ops: Any, isa: str, dtype: torch.dtype, block_size: int) ->
 
 def probe_cpu(ops: Any, isa: str, dtype: torch.dtype, block_size: int, head_dim: int, **kw: Any) -> KeyLayout:
     """The layout the op writes; any exception from it fails the test (refusals: assert_refused)."""
-    return probe_key_layout(cpu_writer(ops, isa), cpu_shape(block_size, head_dim), block_size, H, head_dim, dtype,
-                            **kw)
+    return probe_key_layout(cpu_writer(ops, isa), cpu_shape(block_size, head_dim), block_size, H, head_dim, dtype, **kw)
 
 
 def write_zeros(ops: Any, isa: str, dtype: torch.dtype, block_size: int, head_dim: int) -> None:
@@ -222,8 +221,9 @@ def test_layout_from_one_layer_serves_another_layers_view(cpu_ops: ModuleType) -
 @pytest.mark.parametrize("isa", ALL_CPU_ISAS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("block_size", [16, 32, 128])
-def test_every_cpu_isa_layout_round_trips_or_is_refused(cpu_ops: ModuleType, isa: str, dtype: torch.dtype,
-                                                       block_size: int) -> None:
+def test_every_cpu_isa_layout_round_trips_or_is_refused(
+    cpu_ops: ModuleType, isa: str, dtype: torch.dtype, block_size: int
+) -> None:
     refusal = expected_refusal(cpu_ops, isa, dtype, block_size)
     if refusal is not None:
         assert_refused(cpu_ops, isa, dtype, block_size, 64, refusal)
@@ -233,8 +233,9 @@ def test_every_cpu_isa_layout_round_trips_or_is_refused(cpu_ops: ModuleType, isa
     check_round_trip(cpu_writer(cpu_ops, isa), layout, cache, dtype, seed=block_size)
 
 
-@pytest.mark.parametrize(("dtype", "dim_digits"), [(torch.bfloat16, ((32, 32), (2, 1))), (torch.float32, ((64, 16),))],
-                         ids=["bf16", "fp32"])
+@pytest.mark.parametrize(
+    ("dtype", "dim_digits"), [(torch.bfloat16, ((32, 32), (2, 1))), (torch.float32, ((64, 16),))], ids=["bf16", "fp32"]
+)
 def test_cpu_op_amx_layout_is_packed_in_digits(
     cpu_ops: ModuleType, dtype: torch.dtype, dim_digits: tuple[tuple[int, int], ...]
 ) -> None:
@@ -355,8 +356,9 @@ def test_kv_cache_like_with_other_shape_is_refused() -> None:
 # CUDA layouts of vLLM 0.32, built with vLLM's own allocator ---------------------------------------------------
 
 
-def cuda_layer_views(layout_name: str, states_per_token: int, dtype: torch.dtype, num_blocks: int = 5
-                     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def cuda_layer_views(
+    layout_name: str, states_per_token: int, dtype: torch.dtype, num_blocks: int = 5
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(raw buffer, per-layer views) of 3 layers as vLLM's create_kv_cache_views lays them out."""
     from fractions import Fraction
     from math import prod
@@ -364,14 +366,23 @@ def cuda_layer_views(layout_name: str, states_per_token: int, dtype: torch.dtype
     interface = import_vllm("vllm.v1.kv_cache_interface")
     from vllm.v1.kv_cache_layout import KVCacheLayout
 
-    spec = interface.SlidingWindowSpec(block_size=16, num_kv_heads=H, head_size=64, dtype=dtype, sliding_window=64,
-                                       tokens_per_state=Fraction(1, states_per_token))
+    spec = interface.SlidingWindowSpec(
+        block_size=16,
+        num_kv_heads=H,
+        head_size=64,
+        dtype=dtype,
+        sliding_window=64,
+        tokens_per_state=Fraction(1, states_per_token),
+    )
     page = prod(interface.compute_layer_kv_cache_shape_bytes(spec, num_blocks)[1:])
     layers = 3
     layer_outer = layout_name.startswith("L")
-    tensor = interface.KVCacheTensor(size=page * num_blocks * layers, layers=[f"l{i}" for i in range(layers)],
-                                     layer_stride=page * num_blocks if layer_outer else page,
-                                     block_stride=page if layer_outer else page * layers)
+    tensor = interface.KVCacheTensor(
+        size=page * num_blocks * layers,
+        layers=[f"l{i}" for i in range(layers)],
+        layer_stride=page * num_blocks if layer_outer else page,
+        block_stride=page if layer_outer else page * layers,
+    )
     raw = torch.zeros(tensor.size, dtype=torch.int8)
     return raw, interface.create_kv_cache_views(raw, spec, num_blocks, KVCacheLayout[layout_name], tensor)
 
@@ -379,13 +390,13 @@ def cuda_layer_views(layout_name: str, states_per_token: int, dtype: torch.dtype
 @pytest.mark.parametrize("layout_name", ["LBHNC", "LBNHC", "BLNHC"])
 @pytest.mark.parametrize("states", [1, 4], ids=["decoder", "encoder"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_cuda_layouts_round_trip_when_probed_on_the_live_view(layout_name: str, states: int, dtype: torch.dtype
-                                                              ) -> None:
+def test_cuda_layouts_round_trip_when_probed_on_the_live_view(
+    layout_name: str, states: int, dtype: torch.dtype
+) -> None:
     _, views = cuda_layer_views(layout_name, states, dtype)
     live = views[1]
     slots = live.shape[2]  # 16 tokens, or 64 encoder states (4 per token), per block
-    layout = probe_key_layout(flash_writer(64), lambda n: (n, H, slots, 128), slots, H, 64, dtype,
-                              kv_cache_like=live)
+    layout = probe_key_layout(flash_writer(64), lambda n: (n, H, slots, 128), slots, H, 64, dtype, kv_cache_like=live)
     assert layout.block_dim == 0 and not layout.packed
     for i, view in enumerate(views):
         if i != 1:

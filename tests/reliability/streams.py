@@ -53,8 +53,9 @@ class Recorded:
         return last.ended if last is not None and last.HasField("ended") else None
 
 
-def record(server: ServerProcess, requests: Iterable[pb.StreamingRecognizeRequest], rec: Recorded,
-           timeout: float = 60) -> None:
+def record(
+    server: ServerProcess, requests: Iterable[pb.StreamingRecognizeRequest], rec: Recorded, timeout: float = 60
+) -> None:
     """Run one stream to its end, filling `rec` (call on a thread)."""
     rec.started_at = time.monotonic()
     try:
@@ -68,18 +69,22 @@ def record(server: ServerProcess, requests: Iterable[pb.StreamingRecognizeReques
         rec.ended_at = time.monotonic()
 
 
-def run_threads(server: ServerProcess, streams: list[Iterable[pb.StreamingRecognizeRequest]],
-                timeout: float = 60) -> tuple[list[Recorded], list[threading.Thread]]:
+def run_threads(
+    server: ServerProcess, streams: list[Iterable[pb.StreamingRecognizeRequest]], timeout: float = 60
+) -> tuple[list[Recorded], list[threading.Thread]]:
     recs = [Recorded() for _ in streams]
-    threads = [threading.Thread(target=record, args=(server, reqs, rec, timeout), daemon=True)
-               for reqs, rec in zip(streams, recs, strict=True)]
+    threads = [
+        threading.Thread(target=record, args=(server, reqs, rec, timeout), daemon=True)
+        for reqs, rec in zip(streams, recs, strict=True)
+    ]
     for t in threads:
         t.start()
     return recs, threads
 
 
-def live(audio: bytes, stop: threading.Event | None = None, chunk: int = CHUNK, speed: float = 1.0
-         ) -> Iterator[pb.StreamingRecognizeRequest]:
+def live(
+    audio: bytes, stop: threading.Event | None = None, chunk: int = CHUNK, speed: float = 1.0
+) -> Iterator[pb.StreamingRecognizeRequest]:
     """Audio requests paced like a live source (100 ms chunks at `speed` x real time)."""
     start = time.monotonic()
     for n, i in enumerate(range(0, len(audio), chunk)):
@@ -89,7 +94,7 @@ def live(audio: bytes, stop: threading.Event | None = None, chunk: int = CHUNK, 
                 return
         elif delay > 0:
             time.sleep(delay)
-        yield pb.StreamingRecognizeRequest(audio=audio[i:i + chunk])
+        yield pb.StreamingRecognizeRequest(audio=audio[i : i + chunk])
 
 
 def speech_pattern(segments: int, voiced_s: float = 1.0, silence_s: float = 0.6) -> tuple[bytes, list[tuple[int, int]]]:

@@ -48,8 +48,9 @@ def reference_words(server: ServerProcess, audio: bytes) -> list[str]:
     return final_words(recognize(server.stub(), [config_request(), *audio_requests(audio, CHUNK)]))
 
 
-def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: ServerProcess,
-                                                             fake_server: ServerProcess) -> None:
+def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(
+    slow_engine: ServerProcess, fake_server: ServerProcess
+) -> None:
     audio = pattern(60)
     before = rss_bytes(slow_engine.proc.pid)
     peak = [before]
@@ -61,7 +62,7 @@ def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: Server
             time.sleep(max(0.0, start + n * 0.01 - time.monotonic()))  # 100 ms of audio every 10 ms
             if n % 20 == 0:
                 peak.append(rss_bytes(slow_engine.proc.pid))
-            yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+            yield pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK])
 
     start = time.monotonic()
     responses = list(slow_engine.stub().StreamingRecognize(requests(), timeout=120))
@@ -71,16 +72,20 @@ def test_a_10x_client_is_flow_controlled_and_nothing_is_lost(slow_engine: Server
     assert max(f.buffered_audio_ms for f in flows) <= ENGINE_QUEUE.value + 300
     assert took > 60 / 4 * 0.8, "the client could not outrun the engine: it was held back"
     words, reference = final_words(responses), reference_words(fake_server, audio)
-    assert words == reference, f"the transcript is complete: {len(words)} vs {len(reference)} words; " + \
-        str(responses[-1])
+    assert words == reference, f"the transcript is complete: {len(words)} vs {len(reference)} words; " + str(
+        responses[-1]
+    )
     assert responses[-1].ended.audio_duration.ToSeconds() == 60
-    print(f"\n10x client: 60 s of audio took {took:.1f}s (engine ~4x); peak buffered "
-          f"{max(f.buffered_audio_ms for f in flows)} ms; service RSS +{(max(peak) - before) / MIB:.1f} MiB")
+    print(
+        f"\n10x client: 60 s of audio took {took:.1f}s (engine ~4x); peak buffered "
+        f"{max(f.buffered_audio_ms for f in flows)} ms; service RSS +{(max(peak) - before) / MIB:.1f} MiB"
+    )
     assert max(peak) - before < 64 * MIB
 
 
-def test_a_client_that_stops_reading_costs_bounded_memory(slow_engine: ServerProcess,
-                                                         fake_server: ServerProcess) -> None:
+def test_a_client_that_stops_reading_costs_bounded_memory(
+    slow_engine: ServerProcess, fake_server: ServerProcess
+) -> None:
     # The client talks in real time for 34 s and reads nothing for the first 30 s: audio and results
     # keep coming while it is not reading, and it still has 4 s to say when it starts reading again.
     audio = pattern(34)
@@ -92,7 +97,7 @@ def test_a_client_that_stops_reading_costs_bounded_memory(slow_engine: ServerPro
         start = time.monotonic()
         for n, i in enumerate(range(0, len(audio), CHUNK)):
             time.sleep(max(0.0, start + n * 0.1 - time.monotonic()))  # 100 ms of audio every 100 ms
-            yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+            yield pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK])
         sent.set()
 
     before = rss_bytes(slow_engine.proc.pid)
@@ -107,9 +112,11 @@ def test_a_client_that_stops_reading_costs_bounded_memory(slow_engine: ServerPro
     responses = [r for _, r in received]
     assert sent.is_set()
     live_after = [t for t, r in received if r.HasField("result") and r.result.is_final and t > reading_at + 1.0]
-    print(f"\nslow reader: {reading_at - paused_at:.1f} s unread while talking; service RSS "
-          f"+{(peak - before) / MIB:.1f} MiB; {len(responses)} responses after coalescing; "
-          f"{len(live_after)} finals arrived live after reading resumed")
+    print(
+        f"\nslow reader: {reading_at - paused_at:.1f} s unread while talking; service RSS "
+        f"+{(peak - before) / MIB:.1f} MiB; {len(responses)} responses after coalescing; "
+        f"{len(live_after)} finals arrived live after reading resumed"
+    )
     assert peak - before < 64 * MIB
     assert final_words(responses) == reference_words(fake_server, audio), "the session carried on"
     assert live_after, "the session carried on live once the client read again, not just its backlog"

@@ -35,16 +35,16 @@ ENDPOINT = pb.EndpointingConfig(silence_ms=500)
 
 
 def stats(values: list[float]) -> dict[str, float]:
-    return {"min": round(min(values), 3), "median": round(statistics.median(values), 3),
-            "max": round(max(values), 3)}
+    return {"min": round(min(values), 3), "median": round(statistics.median(values), 3), "max": round(max(values), 3)}
 
 
 def test_sidecar_sigkill_during_10_live_sessions(tmp_path: Path) -> None:
     audio, spans = speech_pattern(6, voiced_s=1.0, silence_s=1.0)  # 12 s of live audio per session
     server = start_server(tmp_path, "--sidecar-health-interval-s", "0.5", engine="fake")
     try:
-        recs, threads = run_threads(server, [
-            itertools.chain([config_request(endpointing=ENDPOINT)], live(audio)) for _ in range(SESSIONS)])
+        recs, threads = run_threads(
+            server, [itertools.chain([config_request(endpointing=ENDPOINT)], live(audio)) for _ in range(SESSIONS)]
+        )
         assert all(r.got_final.wait(20) for r in recs), "every session has a final before the kill"
         # Kill mid-utterance (the second one has begun everywhere), so that the first result after
         # the restart measures the recovery, not the wait for the next word.
@@ -79,8 +79,12 @@ def test_sidecar_sigkill_during_10_live_sessions(tmp_path: Path) -> None:
             assert len({r.result_id for r in results}) == len(results), "no final twice"
             assert ended.audio_duration.ToMilliseconds() == len(audio) // 32
 
-        measured = {"sessions": SESSIONS, "kill_to_ready_s": round(serving_at - killed_at, 3),
-                    "kill_to_seam_warning_s": stats(to_warning), "kill_to_first_result_after_seam_s": stats(to_result)}
+        measured = {
+            "sessions": SESSIONS,
+            "kill_to_ready_s": round(serving_at - killed_at, 3),
+            "kill_to_seam_warning_s": stats(to_warning),
+            "kill_to_first_result_after_seam_s": stats(to_result),
+        }
         print(f"\nsidecar SIGKILL recovery: {measured}")
         write_measurement(tmp_path / "sigkill_recovery.json", measured)
         assert max(to_result) < 20
@@ -94,8 +98,10 @@ def test_sigterm_drains_10_live_sessions_within_the_grace(tmp_path: Path) -> Non
     server = start_server(tmp_path, "--drain-grace-s", str(grace), engine="fake")
     stop = threading.Event()
     try:
-        recs, threads = run_threads(server, [
-            itertools.chain([config_request(endpointing=ENDPOINT)], live(audio, stop)) for _ in range(SESSIONS)])
+        recs, threads = run_threads(
+            server,
+            [itertools.chain([config_request(endpointing=ENDPOINT)], live(audio, stop)) for _ in range(SESSIONS)],
+        )
         assert all(r.got_final.wait(20) for r in recs)
         term_at = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
@@ -112,10 +118,15 @@ def test_sigterm_drains_10_live_sessions_within_the_grace(tmp_path: Path) -> Non
             took.append(rec.responses[-1][0] - term_at)
             heard_ms = ended.audio_duration.ToMilliseconds()
             spoken = [(s, e) for s, e in spans if e <= heard_ms]
-            assert spoken and not uncovered(spoken, [r for _, r in rec.finals()]), \
+            assert spoken and not uncovered(spoken, [r for _, r in rec.finals()]), (
                 f"session {n}: every utterance heard before the drain has its final"
-        measured = {"sessions": SESSIONS, "grace_s": grace, "sigterm_to_ended_s": stats(took),
-                    "sigterm_to_exit_s": round(exited_at - term_at, 3)}
+            )
+        measured = {
+            "sessions": SESSIONS,
+            "grace_s": grace,
+            "sigterm_to_ended_s": stats(took),
+            "sigterm_to_exit_s": round(exited_at - term_at, 3),
+        }
         print(f"\nSIGTERM drain: {measured}")
         write_measurement(tmp_path / "drain.json", measured)
         assert max(took) < grace
@@ -164,8 +175,12 @@ def test_overload_rejects_the_excess_at_once_with_a_retry_delay(tmp_path: Path) 
         # Keeping up with real time: the session ends soon after its 4 s of live audio.
         durations = [rec.ended_at - rec.started_at for rec in admitted]
         latencies = [latency for latency, _ in rejected]
-        measured = {"capacity": capacity, "attempts": 2 * capacity, "rejection_latency_s": stats(latencies),
-                    "admitted_session_wall_s_for_4s_audio": stats(durations)}
+        measured = {
+            "capacity": capacity,
+            "attempts": 2 * capacity,
+            "rejection_latency_s": stats(latencies),
+            "admitted_session_wall_s_for_4s_audio": stats(durations),
+        }
         print(f"\noverload: {measured}")
         write_measurement(tmp_path / "overload.json", measured)
         assert max(latencies) < 1.0
@@ -194,12 +209,13 @@ def test_a_frozen_engine_session_is_reset_and_the_session_keeps_its_finals(tmp_p
     server = start_server(tmp_path, "--freeze-timeout-s", "1", engine="fake", model=script)
     try:
         rec = Recorded()
-        record(server, itertools.chain([config_request(endpointing=ENDPOINT)], live(audio, speed=2.0)), rec,
-               timeout=60)
+        record(server, itertools.chain([config_request(endpointing=ENDPOINT)], live(audio, speed=2.0)), rec, timeout=60)
         took = rec.ended_at - rec.started_at
         resets = [t for t, w in rec.warnings() if w.code == "ENGINE_RESET"]
-        print(f"\nfreeze recovery: {len(resets)} resets, session took {took:.2f}s for "
-              f"{len(audio) / 32000:.1f}s of audio sent at 2x")
+        print(
+            f"\nfreeze recovery: {len(resets)} resets, session took {took:.2f}s for "
+            f"{len(audio) / 32000:.1f}s of audio sent at 2x"
+        )
         assert rec.error is None, rec.error
         assert resets, "the frozen engine session was reset"
         ended = rec.ended()
@@ -216,8 +232,9 @@ def test_a_freeze_at_the_end_is_recovered_even_when_the_flush_deadline_is_shorte
     # (1 s) comes before the freeze timeout (5 s): the session resets the engine instead of giving up.
     script = fake_script(tmp_path, stall_at_ms=2000)  # one reset: the replay after it is shorter than 2 s
     audio = voiced(1.0) + silence(0.5) + voiced(1.0)
-    server = start_server(tmp_path, "--freeze-timeout-s", "5", "--final-flush-timeout-s", "1", engine="fake",
-                          model=script)
+    server = start_server(
+        tmp_path, "--freeze-timeout-s", "5", "--final-flush-timeout-s", "1", engine="fake", model=script
+    )
     try:
         rec = Recorded()
         record(server, itertools.chain([config_request()], live(audio, speed=10.0)), rec)
@@ -235,8 +252,9 @@ def test_an_engine_that_never_delivers_still_leaves_every_interim_finalized(tmp_
     # Each engine session says one word, then stalls: the session tries a bounded number of resets,
     # then ends; text the client saw as interim results is still closed with a final result.
     script = fake_script(tmp_path, words=[["hello", 200]], stall_at_ms=600)
-    server = start_server(tmp_path, "--freeze-timeout-s", "30", "--final-flush-timeout-s", "0.5",
-                          engine="fake", model=script)
+    server = start_server(
+        tmp_path, "--freeze-timeout-s", "30", "--final-flush-timeout-s", "0.5", engine="fake", model=script
+    )
     try:
         rec = Recorded()
         record(server, itertools.chain([config_request()], live(voiced(2.0), speed=10.0)), rec)
@@ -278,8 +296,9 @@ def test_an_idle_client_is_warned_then_timed_out(tmp_path: Path) -> None:
         ended = rec.ended()
         assert ended is not None and ended.reason == pb.SESSION_END_REASON_IDLE_TIMEOUT, kinds
         warn_after, end_after = warned[0][0] - quiet_at, rec.responses[-1][0] - quiet_at
-        print(f"\nidle: warning {warn_after:.2f}s and IDLE_TIMEOUT {end_after:.2f}s after the last message "
-              "(timeout 2 s)")
+        print(
+            f"\nidle: warning {warn_after:.2f}s and IDLE_TIMEOUT {end_after:.2f}s after the last message (timeout 2 s)"
+        )
         assert 0.8 < warn_after < end_after and 1.8 < end_after < 4.0
     finally:
         release.set()

@@ -53,7 +53,7 @@ def timed_live(audio: bytes, sent_at: list[float]) -> Iterator[pb.StreamingRecog
         if delay > 0:
             time.sleep(delay)
         sent_at.append(time.monotonic())
-        yield pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
+        yield pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK])
 
 
 def vllm_processes(root: int) -> list[Any]:
@@ -66,8 +66,9 @@ def orphans(procs: list[Any]) -> list[tuple[int, str]]:
     for p in procs:
         try:
             parent = p.parent()
-            if p.is_running() and (parent is None or parent.pid == 1 or not parent.name().startswith(
-                    ("python", "VLLM::"))):
+            if p.is_running() and (
+                parent is None or parent.pid == 1 or not parent.name().startswith(("python", "VLLM::"))
+            ):
                 left.append((p.pid, p.name()))
         except psutil.NoSuchProcess:
             pass
@@ -84,9 +85,17 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start_voxtral(tmp: Path, model: Path) -> ServerProcess:
-    return start_server(tmp, *TINY_VOXTRAL_SERVE_ARGS,
-                        "--sidecar-health-interval-s", "0.5", "--engine-recovery-timeout-s", str(RECOVERY_TIMEOUT_S),
-                        engine="voxtral", model=str(model), ready_timeout_s=600)
+    return start_server(
+        tmp,
+        *TINY_VOXTRAL_SERVE_ARGS,
+        "--sidecar-health-interval-s",
+        "0.5",
+        "--engine-recovery-timeout-s",
+        str(RECOVERY_TIMEOUT_S),
+        engine="voxtral",
+        model=str(model),
+        ready_timeout_s=600,
+    )
 
 
 # Start (ready_timeout_s 600) + the streams' own deadline (RECOVERY_TIMEOUT_S + 300: the kill, the restart and
@@ -103,9 +112,11 @@ def test_voxtral_sidecar_sigkill_during_3_live_sessions(tiny_model: Path, tmp_pa
         old_tree = vllm_processes(old_pid)
         assert {"VLLM::EngineCore", "VLLM::Worker"} <= {p.name() for p in old_tree}, old_tree
 
-        recs, threads = run_threads(server, [
-            itertools.chain([config_request()], timed_live(audio, sent_at[n])) for n, audio in enumerate(audios)],
-            timeout=RECOVERY_TIMEOUT_S + 300)
+        recs, threads = run_threads(
+            server,
+            [itertools.chain([config_request()], timed_live(audio, sent_at[n])) for n, audio in enumerate(audios)],
+            timeout=RECOVERY_TIMEOUT_S + 300,
+        )
         # Kill mid-stream: every session has results, and has been talking for a few seconds.
         assert all(r.wait_for(lambda x: x.HasField("result"), 60) for r in recs), "results before the kill"
         time.sleep(max(0.0, recs[0].started_at + 5.0 - time.monotonic()))
@@ -135,12 +146,15 @@ def test_voxtral_sidecar_sigkill_during_3_live_sessions(tiny_model: Path, tmp_pa
             assert rec.error is None, f"session {n}: {rec.error}"
             ended = rec.ended()
             assert ended is not None and ended.reason == pb.SESSION_END_REASON_CLIENT_END, where
-            seams = [i for i, (_, r) in enumerate(rec.responses)
-                     if r.HasField("warning") and r.warning.code == "ENGINE_RESTARTED"]
+            seams = [
+                i
+                for i, (_, r) in enumerate(rec.responses)
+                if r.HasField("warning") and r.warning.code == "ENGINE_RESTARTED"
+            ]
             assert len(seams) == 1, f"one seam: {where}"
             assert [w.code for _, w in rec.warnings()] == ["ENGINE_RESTARTED"], where
             seam_at = rec.responses[seams[0]][0]
-            after = [(t, r) for t, r in rec.responses[seams[0] + 1:] if r.HasField("result")]
+            after = [(t, r) for t, r in rec.responses[seams[0] + 1 :] if r.HasField("result")]
             assert after, f"results go on after the restart: {where}"
             assert any(r.result.is_final for _, r in after), f"finals after the restart: {where}"
             assert after[0][0] >= serving_at - 2.0, "the first result after the seam comes from the new engine"
@@ -156,7 +170,8 @@ def test_voxtral_sidecar_sigkill_during_3_live_sessions(tiny_model: Path, tmp_pa
             assert len(sent_at[n]) == -(-len(audios[n]) // CHUNK), "the client sent all its audio"
 
         measured = {
-            "sessions": SESSIONS, "audio_s_per_session": round(len(audios[0]) / 32000, 2),
+            "sessions": SESSIONS,
+            "audio_s_per_session": round(len(audios[0]) / 32000, 2),
             "kill_to_seam_warning_s": [round(x, 3) for x in to_warning],
             "kill_to_not_serving_s": round(not_serving_at - killed_at, 3),
             "kill_to_old_vllm_processes_gone_s": round(vllm_gone_at - killed_at, 3),

@@ -36,23 +36,34 @@ def audio_items() -> list[AudioItem]:
 
 
 def summary(responses: list[pb.StreamingRecognizeResponse]) -> list[tuple[int, str, int, int]]:
-    return [(r.result.utterance_index, r.result.text, r.result.start_offset.ToMilliseconds(),
-             r.result.end_offset.ToMilliseconds()) for r in responses if r.HasField("result") and r.result.is_final]
+    return [
+        (
+            r.result.utterance_index,
+            r.result.text,
+            r.result.start_offset.ToMilliseconds(),
+            r.result.end_offset.ToMilliseconds(),
+        )
+        for r in responses
+        if r.HasField("result") and r.result.is_final
+    ]
 
 
 @pytest.mark.parametrize("client_kind", CLIENT_KINDS)
-def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Relay, fake_server: ServerProcess,
-                                                                    client_kind: str) -> None:
-    reference = list(client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
-                                   timeout=60))
+def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(
+    proxy: Relay, fake_server: ServerProcess, client_kind: str
+) -> None:
+    reference = list(
+        client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60)
+    )
     assert reference[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
     connections = proxy.accepted  # channels to one target may share a connection: count new ones
 
     got: list[pb.StreamingRecognizeResponse] = []
     cuts: list[float] = []
     recovered: list[float] = []  # cut → first response on the resumed stream
-    for response in client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
-                                  timeout=60):
+    for response in client_stream(
+        client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60
+    ):
         got.append(response)
         if len(cuts) > len(recovered):
             recovered.append(time.monotonic() - cuts[-1])
@@ -60,8 +71,10 @@ def test_a_dropped_connection_is_resumed_without_loss_or_duplicates(proxy: Relay
         if response.HasField("result") and response.result.is_final and n in (1, 3):
             cuts.append(time.monotonic())
             proxy.cut()  # twice: right after the first and the third final result
-    print(f"\nclient resume ({client_kind}): connection cut → first response of the resumed stream: "
-          f"{', '.join(f'{t:.3f}s' for t in recovered)}")
+    print(
+        f"\nclient resume ({client_kind}): connection cut → first response of the resumed stream: "
+        f"{', '.join(f'{t:.3f}s' for t in recovered)}"
+    )
     assert len(cuts) == 2 and proxy.accepted - connections >= 2, "two drops, each resumed on a new connection"
     finals = [r.result for r in got if r.HasField("result") and r.result.is_final]
     assert len({f.result_id for f in finals}) == len(finals), "no result is final twice"
@@ -83,12 +96,14 @@ def test_a_connection_that_died_silently_is_resumed_once_the_server_notices(tmp_
     server = start_server(tmp_path, "--keepalive-time-s", "1", "--keepalive-timeout-s", "1", engine="fake")
     proxy = Relay(server.target)
     try:
-        reference = list(client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
-                                       timeout=60))
+        reference = list(
+            client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60)
+        )
         got: list[pb.StreamingRecognizeResponse] = []
         abandoned_at = recovered_after = 0.0
-        for response in client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY,
-                                      timeout=60):
+        for response in client_stream(
+            client_kind, proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60
+        ):
             got.append(response)
             if abandoned_at and not recovered_after:
                 recovered_after = time.monotonic() - abandoned_at
@@ -114,8 +129,9 @@ def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Relay, client_
     policy = ResumePolicy(max_attempts=3, backoff_s=0.05, flow_status_interval_ms=100)
     start = time.monotonic()
     with pytest.raises(grpc.RpcError) as info:
-        for response in client_stream(client_kind, proxy.target, CONFIG, audio_items(), pace=1.0, resume=policy,
-                                      timeout=60):
+        for response in client_stream(
+            client_kind, proxy.target, CONFIG, audio_items(), pace=1.0, resume=policy, timeout=60
+        ):
             if response.HasField("started"):
                 proxy.close()  # the server is unreachable from now on
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -147,12 +163,12 @@ def test_resume_policy_validates() -> None:
         ResumePolicy(attached_wait_s=-1)
 
 
-def test_a_connection_lost_before_any_audio_goes_on_in_a_new_session(proxy: Relay, fake_server: ServerProcess
-                                                                     ) -> None:
+def test_a_connection_lost_before_any_audio_goes_on_in_a_new_session(proxy: Relay, fake_server: ServerProcess) -> None:
     # The server ends a session whose client vanished before any audio (nothing to resume: docs/reliability.md),
     # so the resume gets SESSION_NOT_FOUND; the client must open a new session and send everything there.
-    reference = summary(list(client_stream("blocking", proxy.target, CONFIG, audio_items(), pace=4.0,
-                                           resume=POLICY, timeout=60)))
+    reference = summary(
+        list(client_stream("blocking", proxy.target, CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60))
+    )
     cut = threading.Event()
 
     def gated() -> Iterator[AudioItem]:

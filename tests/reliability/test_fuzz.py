@@ -40,16 +40,30 @@ INT32 = (-(2**31), 2**31 - 1)
 STREAM_DEADLINE_S = 10.0
 EXAMPLES = int(__import__("os").environ.get("FUZZ_EXAMPLES", "2000"))
 REASONS = set(pb.ErrorReason.keys()) - {"ERROR_REASON_UNSPECIFIED"}
-ALLOWED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
-           grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+ALLOWED = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+}
 BYTES_PER_SAMPLE = {pb.AUDIO_ENCODING_LINEAR16: 2, pb.AUDIO_ENCODING_MULAW: 1, pb.AUDIO_ENCODING_ALAW: 1}
 
 
 @pytest.fixture(scope="module")
 def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    server = start_server(tmp_path_factory.mktemp("fuzz"), "--max-audio-bytes-per-message", str(MAX_AUDIO),
-                          "--max-message-bytes", str(MAX_MESSAGE), "--resume-window-s", "1",
-                          "--max-sessions", "32", engine="fake")
+    server = start_server(
+        tmp_path_factory.mktemp("fuzz"),
+        "--max-audio-bytes-per-message",
+        str(MAX_AUDIO),
+        "--max-message-bytes",
+        str(MAX_MESSAGE),
+        "--resume-window-s",
+        "1",
+        "--max-sessions",
+        "32",
+        engine="fake",
+    )
     yield server
     server.stop()
 
@@ -69,10 +83,21 @@ def int32(valid: list[int], invalid: list[int]) -> st.SearchStrategy[int]:
 
 durations = weighted(
     (6, st.none()),
-    (3, st.builds(lambda s, n: duration_pb2.Duration(seconds=s, nanos=n), st.sampled_from([0, 1, 2, 30, 3600]),
-                  st.sampled_from([0, 1, 1000, 500_000_000, 999_999_999]))),
-    (1, st.builds(lambda s, n: duration_pb2.Duration(seconds=s, nanos=n), st.integers(-(10**12), 10**12),
-                  st.integers(*INT32))))
+    (
+        3,
+        st.builds(
+            lambda s, n: duration_pb2.Duration(seconds=s, nanos=n),
+            st.sampled_from([0, 1, 2, 30, 3600]),
+            st.sampled_from([0, 1, 1000, 500_000_000, 999_999_999]),
+        ),
+    ),
+    (
+        1,
+        st.builds(
+            lambda s, n: duration_pb2.Duration(seconds=s, nanos=n), st.integers(-(10**12), 10**12), st.integers(*INT32)
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -85,9 +110,15 @@ class Token:
 
 
 tokens = weighted(
-    (1, st.just(Token())), (2, st.builds(Token, st.text(max_size=40))),
-    (3, st.builds(Token, pool=st.sampled_from(["any", "vanished", "vanished", "healthy"]),
-                  pool_index=st.integers(0, 15))))
+    (1, st.just(Token())),
+    (2, st.builds(Token, st.text(max_size=40))),
+    (
+        3,
+        st.builds(
+            Token, pool=st.sampled_from(["any", "vanished", "vanished", "healthy"]), pool_index=st.integers(0, 15)
+        ),
+    ),
+)
 
 
 @st.composite
@@ -96,15 +127,19 @@ def configs(draw: st.DrawFn) -> pb.StreamingConfig:
         encoding=draw(int32([1, 2, 3], [0, 4, -1])),
         sample_rate_hz=draw(int32([8000, 16000, 22050, 44100, 48000], [0, 7999, 48001, -16000])),
         audio_channel_count=draw(int32([0, 1, 1, 2, 3], [9, -1])),
-        language_code=draw(weighted((8, st.sampled_from(["", "en-US", "EN-us"])),
-                                    (1, st.sampled_from(["fr-FR", "en", "en-GB", "x" * 300])),
-                                    (1, st.text(max_size=12)))),
+        language_code=draw(
+            weighted(
+                (8, st.sampled_from(["", "en-US", "EN-us"])),
+                (1, st.sampled_from(["fr-FR", "en", "en-GB", "x" * 300])),
+                (1, st.text(max_size=12)),
+            )
+        ),
         interim_results=draw(st.booleans()),
         enable_word_time_offsets=draw(st.booleans()),
-        endpointing=pb.EndpointingConfig(silence_ms=draw(int32([0, 200, 800, MAX_SILENCE_MS],
-                                                               [MAX_SILENCE_MS + 1, -1]))),
-        flow_status=pb.FlowStatusConfig(enabled=draw(st.booleans()),
-                                        interval_ms=draw(int32([0, 1, 50, 1000], [-1]))),
+        endpointing=pb.EndpointingConfig(
+            silence_ms=draw(int32([0, 200, 800, MAX_SILENCE_MS], [MAX_SILENCE_MS + 1, -1]))
+        ),
+        flow_status=pb.FlowStatusConfig(enabled=draw(st.booleans()), interval_ms=draw(int32([0, 1, 50, 1000], [-1]))),
     )
     for name in ("max_duration", "idle_timeout"):
         d = draw(durations)
@@ -115,12 +150,15 @@ def configs(draw: st.DrawFn) -> pb.StreamingConfig:
 
 @st.composite
 def audio(draw: st.DrawFn) -> bytes:
-    size = draw(weighted(
-        (16, st.sampled_from([0, 1, 2, 3, 159, 160, 320, 3200, MAX_AUDIO - 1, MAX_AUDIO, MAX_AUDIO + 1])),
-        (20, st.integers(0, MAX_AUDIO + 64).map(lambda n: n & ~1)),  # mostly whole LINEAR16 samples
-        (8, st.integers(0, MAX_AUDIO + 64)),
-        # Around the transport limit: rare, as gRPC takes ~150 ms to fail such a stream.
-        (1, st.integers(MAX_MESSAGE - 16, MAX_MESSAGE + 256))))
+    size = draw(
+        weighted(
+            (16, st.sampled_from([0, 1, 2, 3, 159, 160, 320, 3200, MAX_AUDIO - 1, MAX_AUDIO, MAX_AUDIO + 1])),
+            (20, st.integers(0, MAX_AUDIO + 64).map(lambda n: n & ~1)),  # mostly whole LINEAR16 samples
+            (8, st.integers(0, MAX_AUDIO + 64)),
+            # Around the transport limit: rare, as gRPC takes ~150 ms to fail such a stream.
+            (1, st.integers(MAX_MESSAGE - 16, MAX_MESSAGE + 256)),
+        )
+    )
     kind = draw(st.sampled_from(["zeros", "random", "voiced"]))
     if kind == "zeros":
         return bytes(size)
@@ -141,10 +179,13 @@ class Step:
 
 def steps(first: bool) -> st.SearchStrategy[Step]:
     config = st.builds(Step, st.just("config"), config=configs())
-    resume = st.builds(Step, st.just("resume"), token=tokens,
-                       resume_last_seq=weighted((3, st.integers(0, 8)), (1, st.integers(0, 2**64 - 1))),
-                       resume_audio_bytes=weighted((4, st.just(0)), (2, st.integers(0, MAX_AUDIO)),
-                                                   (1, st.integers(0, 2**64 - 1))))
+    resume = st.builds(
+        Step,
+        st.just("resume"),
+        token=tokens,
+        resume_last_seq=weighted((3, st.integers(0, 8)), (1, st.integers(0, 2**64 - 1))),
+        resume_audio_bytes=weighted((4, st.just(0)), (2, st.integers(0, MAX_AUDIO)), (1, st.integers(0, 2**64 - 1))),
+    )
     control = st.builds(Step, st.sampled_from(["keep_alive", "finalize"]))
     empty = st.just(Step("empty"))
     sound = st.builds(Step, st.just("audio"), audio=audio())
@@ -170,17 +211,31 @@ class Scenario:
 
 
 clean_audio = st.builds(Step, st.just("audio"), audio=st.integers(0, MAX_AUDIO // 2).map(lambda n: bytes(2 * n)))
-resumes = st.builds(Resume, weighted((3, st.none()), (1, st.integers(0, 6))),
-                    weighted((3, st.just(0)), (1, st.integers(0, 2 * MAX_AUDIO))),
-                    st.lists(steps(first=False), max_size=4).map(tuple))
+resumes = st.builds(
+    Resume,
+    weighted((3, st.none()), (1, st.integers(0, 6))),
+    weighted((3, st.just(0)), (1, st.integers(0, 2 * MAX_AUDIO))),
+    st.lists(steps(first=False), max_size=4).map(tuple),
+)
 scenarios = weighted(
     (1, st.just(Scenario(()))),  # a stream with no request at all
-    (90, st.builds(lambda head, tail: Scenario((head, *tail)), steps(first=True),
-                   st.lists(steps(first=False), max_size=7))),
+    (
+        90,
+        st.builds(
+            lambda head, tail: Scenario((head, *tail)), steps(first=True), st.lists(steps(first=False), max_size=7)
+        ),
+    ),
     # Clients that vanish mid-stream, mostly from healthy sessions, and mostly come back.
-    (9, st.builds(lambda head, tail, resume: Scenario((head, *tail), True, resume), steps(first=True),
-                  st.lists(weighted((6, clean_audio), (1, steps(first=False))), max_size=5),
-                  st.one_of(st.none(), resumes, resumes))))
+    (
+        9,
+        st.builds(
+            lambda head, tail, resume: Scenario((head, *tail), True, resume),
+            steps(first=True),
+            st.lists(weighted((6, clean_audio), (1, steps(first=False))), max_size=5),
+            st.one_of(st.none(), resumes, resumes),
+        ),
+    ),
+)
 
 
 # -- the oracle ---------------------------------------------------------------
@@ -201,14 +256,20 @@ def seconds(d: duration_pb2.Duration) -> float:
 
 
 def config_error(c: pb.StreamingConfig) -> str | None:
-    if c.encoding not in BYTES_PER_SAMPLE or not 8000 <= c.sample_rate_hz <= 48000 \
-            or not 0 <= c.audio_channel_count <= 8:
+    if (
+        c.encoding not in BYTES_PER_SAMPLE
+        or not 8000 <= c.sample_rate_hz <= 48000
+        or not 0 <= c.audio_channel_count <= 8
+    ):
         return "UNSUPPORTED_AUDIO_FORMAT"
     # the fake engine serves en-US: any case, "_" for "-", or a bare "en" (service/session_config.py)
-    if (c.language_code and c.language_code.replace("_", "-").lower() not in ("en-us", "en")) \
-            or c.flow_status.interval_ms < 0 \
-            or not 0 <= c.endpointing.silence_ms <= MAX_SILENCE_MS \
-            or seconds(c.limits.max_duration) < 0 or seconds(c.limits.idle_timeout) < 0:
+    if (
+        (c.language_code and c.language_code.replace("_", "-").lower() not in ("en-us", "en"))
+        or c.flow_status.interval_ms < 0
+        or not 0 <= c.endpointing.silence_ms <= MAX_SILENCE_MS
+        or seconds(c.limits.max_duration) < 0
+        or seconds(c.limits.idle_timeout) < 0
+    ):
         return "INVALID_CONFIG"
     return None
 
@@ -222,8 +283,11 @@ def request_of(step: Step, pools: dict[str, list[str]]) -> pb.StreamingRecognize
         if step.token.pool_index is not None:
             tokens = pools[step.token.pool]
             token = tokens[step.token.pool_index % len(tokens)] if tokens else "none-yet"
-        return pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            resume_token=token, resume_last_seq=step.resume_last_seq, resume_audio_bytes=step.resume_audio_bytes))
+        return pb.StreamingRecognizeRequest(
+            config=pb.StreamingConfig(
+                resume_token=token, resume_last_seq=step.resume_last_seq, resume_audio_bytes=step.resume_audio_bytes
+            )
+        )
     if step.kind == "audio":
         return pb.StreamingRecognizeRequest(audio=step.audio)
     if step.kind == "keep_alive":
@@ -271,7 +335,7 @@ def predict(sc: Scenario) -> Expect:
             return Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_AUDIO"), timing=timing)
         at_cap = cap is not None and received + len(data) >= cap
         if at_cap:
-            data = data[:max(cap - received, 0)]  # type: ignore[operator]
+            data = data[: max(cap - received, 0)]  # type: ignore[operator]
         if bps == 2 and len(data) % 2:
             return Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_AUDIO"), timing=timing)
         received += len(data)
@@ -329,15 +393,23 @@ def resume_after(stub: object, sc: Scenario, first: Outcome, pools: dict[str, li
         return None
     token = first.responses[0].started.resume_token
     last_seq = first.responses[-1].seq if sc.resume.last_seq is None else sc.resume.last_seq
-    again = Scenario((Step("resume", token=Token(text=token), resume_last_seq=last_seq,
-                           resume_audio_bytes=sc.resume.audio_bytes), *sc.resume.steps))
+    again = Scenario(
+        (
+            Step("resume", token=Token(text=token), resume_last_seq=last_seq, resume_audio_bytes=sc.resume.audio_bytes),
+            *sc.resume.steps,
+        )
+    )
     out = run(stub, again, pools)
     check(again, out, Expect(open=True))
     alive = predict(Scenario(sc.steps)) == Expect(end=pb.SESSION_END_REASON_CLIENT_END)
     # A session that never had audio ends when its client vanishes (nothing to resume); one whose audio
     # the server acknowledged in any way (a result, a speech event, an ack) waits for us.
-    heard = any(r.HasField("result") or r.HasField("speech_event") or
-                (r.HasField("flow_status") and r.flow_status.acked_audio_bytes) for r in first.responses)
+    heard = any(
+        r.HasField("result")
+        or r.HasField("speech_event")
+        or (r.HasField("flow_status") and r.flow_status.acked_audio_bytes)
+        for r in first.responses
+    )
     if alive and heard and first.code == grpc.StatusCode.CANCELLED:  # it waits for us: resumable
         assert out.reason != "SESSION_NOT_FOUND", f"{sc}\n-> {first.code}, then {out.code} {out.reason}"
     return out
@@ -346,8 +418,7 @@ def resume_after(stub: object, sc: Scenario, first: Outcome, pools: dict[str, li
 def check(sc: Scenario, out: Outcome, expect: Expect) -> None:
     kinds = [r.WhichOneof("response") for r in out.responses]
     where = f"{sc}\n-> {out.code} {out.reason} {kinds}"
-    assert out.code not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL,
-                            grpc.StatusCode.DEADLINE_EXCEEDED), where
+    assert out.code not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.DEADLINE_EXCEEDED), where
     seqs = [r.seq for r in out.responses]
     if out.responses and out.responses[0].HasField("started") and out.responses[0].started.resumed:
         assert seqs[0] == 0, where  # a resumed stream opens with its SessionStarted again, outside the log
@@ -375,8 +446,9 @@ def check(sc: Scenario, out: Outcome, expect: Expect) -> None:
     acceptable = got_error == expect.error and got_end == expect.end
     if not acceptable and got_error is not None:
         acceptable = got_error[1] == "CAPACITY" or (
-            got_error[0] == grpc.StatusCode.RESOURCE_EXHAUSTED and any(len(s.audio) > MAX_MESSAGE - 64
-                                                                         for s in sc.steps))
+            got_error[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+            and any(len(s.audio) > MAX_MESSAGE - 64 for s in sc.steps)
+        )
     if not acceptable and expect.timing:
         acceptable = got_end == pb.SESSION_END_REASON_IDLE_TIMEOUT
     assert acceptable, f"{where}\nexpected {expect}"
@@ -408,14 +480,23 @@ def test_random_request_sequences_never_break_the_server(fuzz_server: ServerProc
     counted = [0]
     tally: dict[str, int] = {}
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, print_blob=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(scenarios)
     def fuzz(sc: Scenario) -> None:
         counted[0] += 1
         out = run(stub, sc, pools)
-        key = out.reason or (pb.SessionEndReason.Name(out.responses[-1].ended.reason)
-                             if out.responses and out.responses[-1].HasField("ended") else out.code.name)
+        key = out.reason or (
+            pb.SessionEndReason.Name(out.responses[-1].ended.reason)
+            if out.responses and out.responses[-1].HasField("ended")
+            else out.code.name
+        )
         first = sc.steps[0] if sc.steps else None
         if first is not None and first.token is not None and first.token.pool_index is not None:
             key = "resume:" + key
@@ -424,9 +505,14 @@ def test_random_request_sequences_never_break_the_server(fuzz_server: ServerProc
         check(sc, out, predict(sc))
         again = resume_after(stub, sc, out, pools)
         if again is not None:
-            key = "resumed:" + (again.reason or (pb.SessionEndReason.Name(again.responses[-1].ended.reason)
-                                                 if again.responses and again.responses[-1].HasField("ended")
-                                                 else again.code.name))
+            key = "resumed:" + (
+                again.reason
+                or (
+                    pb.SessionEndReason.Name(again.responses[-1].ended.reason)
+                    if again.responses and again.responses[-1].HasField("ended")
+                    else again.code.name
+                )
+            )
             tally[key] = tally.get(key, 0) + 1
 
     started = time.monotonic()
@@ -436,8 +522,10 @@ def test_random_request_sequences_never_break_the_server(fuzz_server: ServerProc
         stop.set()
     took = time.monotonic() - started
     thread.join(30)
-    print(f"\nfuzz: {counted[0]} sequences in {took:.1f}s (slowest stream {slowest[0]:.2f}s); "
-          f"healthy session: {len(healthy.responses)} responses\noutcomes: {dict(sorted(tally.items()))}")
+    print(
+        f"\nfuzz: {counted[0]} sequences in {took:.1f}s (slowest stream {slowest[0]:.2f}s); "
+        f"healthy session: {len(healthy.responses)} responses\noutcomes: {dict(sorted(tally.items()))}"
+    )
     assert counted[0] >= EXAMPLES
 
     # The healthy session went through the whole fuzz untouched.
@@ -446,20 +534,24 @@ def test_random_request_sequences_never_break_the_server(fuzz_server: ServerProc
     assert ended is not None and ended.reason == pb.SESSION_END_REASON_CLIENT_END
     assert not healthy.warnings(), healthy.warnings()
     reference = Recorded()
-    record(fuzz_server, itertools.chain([config_request()], (
-        pb.StreamingRecognizeRequest(audio=a) for a in _chunks(segment * sent[0]))), reference)
+    record(
+        fuzz_server,
+        itertools.chain(
+            [config_request()], (pb.StreamingRecognizeRequest(audio=a) for a in _chunks(segment * sent[0]))
+        ),
+        reference,
+    )
     assert [r.text for _, r in healthy.finals()] == [r.text for _, r in reference.finals()]
     assert ended.audio_duration.ToMilliseconds() == reference.ended().audio_duration.ToMilliseconds()  # type: ignore[union-attr]
 
     # Still alive, and every session it held (vanished clients too) is gone after the resume window.
     assert fuzz_server.proc.poll() is None
     deadline = time.monotonic() + 5
-    while stub.GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions and \
-            time.monotonic() < deadline:
+    while stub.GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions and time.monotonic() < deadline:
         time.sleep(0.1)
     assert stub.GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).active_sessions == 0
 
 
 def _chunks(data: bytes, size: int = 3200) -> Iterator[bytes]:
     for i in range(0, len(data), size):
-        yield data[i:i + size]
+        yield data[i : i + size]

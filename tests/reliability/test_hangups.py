@@ -68,20 +68,21 @@ def hang_up_after(server: ServerProcess, delay_s: float) -> None:
 
 
 def canary(server: ServerProcess, audio: bytes | None = None) -> list[pb.StreamingRecognizeResponse]:
-    return recognize(server.stub(), [config_request(), *audio_requests(voiced(1.5) if audio is None else audio)],
-                     timeout=30)
+    return recognize(
+        server.stub(), [config_request(), *audio_requests(voiced(1.5) if audio is None else audio)], timeout=30
+    )
 
 
 @pytest.mark.parametrize("engine", ["fake", "sphinx"])
 def test_callers_who_hang_up_while_the_session_starts_give_every_slot_back(tmp_path: Path, engine: str) -> None:
     # The fake engine takes 150 ms to open a session, so many cancels land during the engine handshake.
     model = fake_script(tmp_path, open_ms=150) if engine == "fake" else ""
-    server = start_server(tmp_path, "--max-sessions", "4", "--sidecar-health-interval-s", "0.2",
-                          engine=engine, model=model)
+    server = start_server(
+        tmp_path, "--max-sessions", "4", "--sidecar-health-interval-s", "0.2", engine=engine, model=model
+    )
     try:
         rng = random.Random(17)
-        threads = [threading.Thread(target=hang_up_after, args=(server, rng.uniform(0, 0.3)))
-                   for _ in range(CALLERS)]
+        threads = [threading.Thread(target=hang_up_after, args=(server, rng.uniform(0, 0.3))) for _ in range(CALLERS)]
         for t in threads:
             t.start()
         for t in threads:
@@ -156,8 +157,9 @@ def test_a_session_slow_to_open_is_no_capacity_mismatch(tmp_path: Path) -> None:
     # Found by the soak: a PocketSphinx decoder takes seconds to build on a loaded box, and while it is built
     # the service and the sidecar count the session and the engine does not yet. That is no leak.
     model = fake_script(tmp_path, open_ms=1500)
-    server = start_server(tmp_path, "--max-sessions", "2", "--sidecar-health-interval-s", "0.2",
-                          engine="fake", model=model)
+    server = start_server(
+        tmp_path, "--max-sessions", "2", "--sidecar-health-interval-s", "0.2", engine="fake", model=model
+    )
     try:
         responses = canary(server)
         assert final_text(responses) == "alpha bravo charlie"

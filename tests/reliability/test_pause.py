@@ -35,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 def audio(data: bytes) -> Iterator[pb.StreamingRecognizeRequest]:
     for i in range(0, len(data), CHUNK):
-        yield pb.StreamingRecognizeRequest(audio=data[i:i + CHUNK])
+        yield pb.StreamingRecognizeRequest(audio=data[i : i + CHUNK])
 
 
 def keep_alives(seconds: float, every_s: float = 0.5) -> Iterator[pb.StreamingRecognizeRequest]:
@@ -65,12 +65,10 @@ def warning_codes(rec: Recorded) -> list[str]:
     return [w.code for _, w in rec.warnings()]
 
 
-def test_a_keep_alive_pause_longer_than_the_freeze_timeout_keeps_the_utterance_whole(
-        server: ServerProcess) -> None:
+def test_a_keep_alive_pause_longer_than_the_freeze_timeout_keeps_the_utterance_whole(server: ServerProcess) -> None:
     pcm, _ = read_wav_pcm(SPEECH)
     unpaused = run(server, audio(pcm))
-    paused = run(server, itertools.chain(audio(pcm[:SPLIT_AT]), keep_alives(FREEZE_S + 2.5),
-                                         audio(pcm[SPLIT_AT:])))
+    paused = run(server, itertools.chain(audio(pcm[:SPLIT_AT]), keep_alives(FREEZE_S + 2.5), audio(pcm[SPLIT_AT:])))
     assert "ENGINE_RESET" not in warning_codes(paused), warning_codes(paused)
     assert len(texts(unpaused)) == 1 and texts(paused) == texts(unpaused)
     ended = paused.ended()

@@ -42,8 +42,15 @@ def flow_config(**kw: object) -> pb.StreamingRecognizeRequest:
 
 def test_resume_continues_the_same_session_without_loss_or_duplicates(fake_server: ServerProcess) -> None:
     audio = speech()
-    reference = final_results(recognize(fake_server.stub(), [
-        flow_config(), *(pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(0, len(audio), CHUNK))]))
+    reference = final_results(
+        recognize(
+            fake_server.stub(),
+            [
+                flow_config(),
+                *(pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK]) for i in range(0, len(audio), CHUNK)),
+            ],
+        )
+    )
 
     # First connection: send ~2.5 s in real time, then vanish without half-closing.
     first: list[pb.StreamingRecognizeResponse] = []
@@ -63,9 +70,12 @@ def test_resume_continues_the_same_session_without_loss_or_duplicates(fake_serve
     last_seq = first[-1].seq
 
     # Second connection: resume, resend from the acknowledged offset.
-    resume_request = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        resume_token=started.resume_token, resume_last_seq=last_seq, resume_audio_bytes=acked_bytes))
-    rest = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(acked_bytes, len(audio), CHUNK)]
+    resume_request = pb.StreamingRecognizeRequest(
+        config=pb.StreamingConfig(
+            resume_token=started.resume_token, resume_last_seq=last_seq, resume_audio_bytes=acked_bytes
+        )
+    )
+    rest = [pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK]) for i in range(acked_bytes, len(audio), CHUNK)]
     second = resume_stream(fake_server.stub(), [resume_request, *rest])
 
     # The resumed stream opens with the session's SessionStarted again, resumed and outside the log (seq 0).
@@ -123,8 +133,11 @@ def test_a_vanished_client_is_never_taken_for_a_half_close(fake_server: ServerPr
                 break
         call.cancel()
         gate.set()
-        resume_request = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=6400))
+        resume_request = pb.StreamingRecognizeRequest(
+            config=pb.StreamingConfig(
+                resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=6400
+            )
+        )
         rest = resume_stream(fake_server.stub(), [resume_request, pb.StreamingRecognizeRequest(audio=voiced(0.3))])
         assert rest[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
         assert rest[-1].ended.audio_duration.ToMilliseconds() == 500, "the session went on after the resume"
@@ -156,12 +169,16 @@ def test_a_resent_finalize_from_before_the_resume_point_is_not_applied_twice(fak
     call.cancel()
     gate.set()
     # The client knows only that `a` was acknowledged: it resends from there, finalize included.
-    resume_request = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=len(a)))
+    resume_request = pb.StreamingRecognizeRequest(
+        config=pb.StreamingConfig(
+            resume_token=got[0].started.resume_token, resume_last_seq=got[-1].seq, resume_audio_bytes=len(a)
+        )
+    )
     rest = resume_stream(fake_server.stub(), [resume_request, finalize, audio(b), audio(c)])
     results = final_results(got) + final_results(rest)
-    assert [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in results] == \
-        [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in reference]
+    assert [(r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in results] == [
+        (r.utterance_index, r.text, r.end_offset.ToMilliseconds()) for r in reference
+    ]
 
 
 def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) -> None:
@@ -172,13 +189,20 @@ def test_a_resume_after_a_seq_never_sent_is_invalid(fake_server: ServerProcess) 
     held.stop_sending()
     token = held.started.started.resume_token
     with pytest.raises(grpc.RpcError) as info:
-        resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            resume_token=token, resume_last_seq=last_seq + 5))])
+        resume_stream(
+            fake_server.stub(),
+            [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(resume_token=token, resume_last_seq=last_seq + 5))],
+        )
     code, reason, meta = error_reason(info.value)
-    assert (code, reason, meta.get("field")) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG",
-                                                 "config.resume_last_seq")
-    ok = resume_stream(fake_server.stub(), [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        resume_token=token, resume_last_seq=last_seq))])  # the session is still there to resume
+    assert (code, reason, meta.get("field")) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_CONFIG",
+        "config.resume_last_seq",
+    )
+    ok = resume_stream(
+        fake_server.stub(),
+        [pb.StreamingRecognizeRequest(config=pb.StreamingConfig(resume_token=token, resume_last_seq=last_seq))],
+    )  # the session is still there to resume
     assert ok[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
 
 
@@ -190,7 +214,7 @@ def test_a_client_that_vanishes_while_held_back_loses_no_audio_on_resume(tmp_pat
     server = start_server(tmp_path, engine="fake", model=fake_script(tmp_path, step_sleep_ms=40))
     try:
         audio = speech() * 2  # 12 s; the queue (5 s) fills long before the end, so words follow the cut
-        requests = [pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK]) for i in range(0, len(audio), CHUNK)]
+        requests = [pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK]) for i in range(0, len(audio), CHUNK)]
         reference = recognize(server.stub(), [flow_config(), *requests])
         gate = threading.Event()
 
@@ -208,10 +232,18 @@ def test_a_client_that_vanishes_while_held_back_loses_no_audio_on_resume(tmp_pat
         call.cancel()
         gate.set()
         acked = first[-1].flow_status.acked_audio_bytes
-        resume = pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-            resume_token=first[0].started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked))
-        second = resume_stream(server.stub(), [resume, *(pb.StreamingRecognizeRequest(audio=audio[i:i + CHUNK])
-                                                         for i in range(acked, len(audio), CHUNK))])
+        resume = pb.StreamingRecognizeRequest(
+            config=pb.StreamingConfig(
+                resume_token=first[0].started.resume_token, resume_last_seq=first[-1].seq, resume_audio_bytes=acked
+            )
+        )
+        second = resume_stream(
+            server.stub(),
+            [
+                resume,
+                *(pb.StreamingRecognizeRequest(audio=audio[i : i + CHUNK]) for i in range(acked, len(audio), CHUNK)),
+            ],
+        )
     finally:
         server.stop()
 

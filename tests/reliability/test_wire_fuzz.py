@@ -64,9 +64,20 @@ LOG_DIR = os.environ.get("WIRE_FUZZ_LOG_DIR", "")  # server logs here instead of
 # it out (its start and slower canaries cost CI ~75 s of a budget it is close to on a 2-core AVX2 runner).
 SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,sphinx,workers,engines").split(",") if s]
 MAX_RESTARTS = 4
-SERVER_ARGS = ("--max-sessions", str(MAX_SESSIONS), "--resume-window-s", str(RESUME_WINDOW_S),
-               "--freeze-timeout-s", str(FREEZE_S), "--idle-timeout-s", "6", "--keepalive-time-s", "2",
-               "--keepalive-timeout-s", "2")
+SERVER_ARGS = (
+    "--max-sessions",
+    str(MAX_SESSIONS),
+    "--resume-window-s",
+    str(RESUME_WINDOW_S),
+    "--freeze-timeout-s",
+    str(FREEZE_S),
+    "--idle-timeout-s",
+    "6",
+    "--keepalive-time-s",
+    "2",
+    "--keepalive-timeout-s",
+    "2",
+)
 
 
 # -- server-wide invariants ---------------------------------------------------------------------
@@ -79,10 +90,14 @@ def canary(server: WireServer) -> tuple[Outcome, list[str]]:
     """A clean session on voxgate.v1: its outcome and its final words."""
     api = APIS["voxgate"]
     pcm = voiced(1.6) + silence(0.6) if server.engine == "fake" else read_wav_pcm("go_forward.wav")[0] + silence(1.0)
-    out = RawStream(server.target, api, lambda done: paced([api.config("en-US"), *audio_items(api, pcm, 0)], done),
-                    30).finish()
-    words = " ".join(r.result.text for r in out.parsed() if r.HasField("result") and r.result.is_final).split() \
-        if out.code == grpc.StatusCode.OK else []
+    out = RawStream(
+        server.target, api, lambda done: paced([api.config("en-US"), *audio_items(api, pcm, 0)], done), 30
+    ).finish()
+    words = (
+        " ".join(r.result.text for r in out.parsed() if r.HasField("result") and r.result.is_final).split()
+        if out.code == grpc.StatusCode.OK
+        else []
+    )
     return out, words
 
 
@@ -92,8 +107,10 @@ def canary_problem(server: WireServer, out: Outcome, words: list[str], reference
         return f"{out.code.name} {out.reason} {out.details[:160]!r}"
     if any(r.HasField("warning") for r in parsed):
         sid = parsed[0].started.session_id if parsed[0].HasField("started") else "?"
-        return f"warnings {[r.warning.code for r in parsed if r.HasField('warning')]}; its log: " \
-               f"{log_excerpt(server, sid + '.*(froze|frozen|reset|seam)')}"
+        return (
+            f"warnings {[r.warning.code for r in parsed if r.HasField('warning')]}; its log: "
+            f"{log_excerpt(server, sid + '.*(froze|frozen|reset|seam)')}"
+        )
     if server.engine != "sphinx" and words != reference:  # deterministic engines: the first canary's words
         return f"words {words} != {reference}"
     if server.engine == "sphinx" and word_error_rate(CANARY_TEXT, " ".join(words)) > CANARY_MAX_WER:
@@ -115,8 +132,11 @@ def check_server(server: WireServer, reference: list[str], report: Report, where
     out, words = canary(server)
     admitted = out.code != grpc.StatusCode.UNAVAILABLE
     if not admitted:
-        report.add("a canary session is admitted once every session ended", where,
-                   f"{out.reason} {out.details[:160]!r}; counters {server.counts()}")
+        report.add(
+            "a canary session is admitted once every session ended",
+            where,
+            f"{out.reason} {out.details[:160]!r}; counters {server.counts()}",
+        )
         broken = True
         if serving:
             report.add("readiness truthful", where, f"SERVING while refusing sessions ({out.reason})")
@@ -128,7 +148,7 @@ def check_server(server: WireServer, reference: list[str], report: Report, where
         report.add("log lines bounded, no exception escapes logging", where, line)
     growth = server.rss_growth()
     if any(g > RSS_GROWTH_MAX for g in growth.values()):
-        report.add("RSS bounded", where, f"growth {({k: f'{v / 2**20:.0f} MiB' for k, v in growth.items()})}")
+        report.add("RSS bounded", where, f"growth { ({k: f'{v / 2**20:.0f} MiB' for k, v in growth.items()}) }")
     return broken
 
 
@@ -136,8 +156,9 @@ def check_server(server: WireServer, reference: list[str], report: Report, where
 
 
 def warm_up(servers: dict[str, WireServer]) -> None:
-    threads = [threading.Thread(target=canary, args=(s,), daemon=True)
-               for s in servers.values() for _ in range(MAX_SESSIONS)]
+    threads = [
+        threading.Thread(target=canary, args=(s,), daemon=True) for s in servers.values() for _ in range(MAX_SESSIONS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -165,11 +186,16 @@ def make_server(tmp: Path, name: str) -> WireServer:
         from engine_sidecar.engines.voxtral.tiny_checkpoint import build_tiny_checkpoint
 
         model = build_tiny_checkpoint(tmp / f"tiny-voxtral-{os.getpid()}", seed=0)
-        return WireServer(tmp, name, "voxtral", str(model), SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,
-                          ready_timeout_s=600,  # no case is long enough to re-anchor (docs/reliability.md)
-                          frontends=2 if name == "frontends" else 1)
-    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, engines, voxtral, "
-                     "frontends)")
+        return WireServer(
+            tmp,
+            name,
+            "voxtral",
+            str(model),
+            SERVER_ARGS + TINY_VOXTRAL_SERVE_ARGS,
+            ready_timeout_s=600,  # no case is long enough to re-anchor (docs/reliability.md)
+            frontends=2 if name == "frontends" else 1,
+        )
+    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, engines, voxtral, frontends)")
 
 
 def run_case(case: Case, server: WireServer, report: Report, start_after: float) -> None:
@@ -182,8 +208,10 @@ def run_case(case: Case, server: WireServer, report: Report, start_after: float)
 
 
 def run_batch(cases: list[Case], servers: dict[str, WireServer], report: Report, rng: random.Random) -> None:
-    threads = [threading.Thread(target=run_case, args=(c, servers[c.server], report, rng.uniform(0, 0.5)),
-                                daemon=True) for c in cases]
+    threads = [
+        threading.Thread(target=run_case, args=(c, servers[c.server], report, rng.uniform(0, 0.5)), daemon=True)
+        for c in cases
+    ]
     for t in threads:
         t.start()
     deadline = time.monotonic() + STREAM_DEADLINE_S + 30
@@ -194,11 +222,13 @@ def run_batch(cases: list[Case], servers: dict[str, WireServer], report: Report,
 
 
 def summary(report: Report, counts: dict[str, int], took: float, servers: dict[str, WireServer]) -> str:
-    lines = [f"wire fuzz: seed {SEED}, {sum(counts.values())} cases in {took:.0f}s {dict(sorted(counts.items()))}",
-             f"server restarts after a broken state: { {n: s.restarts for n, s in servers.items()} }",
-             f"server logs: {[str(s.proc.log_path) for s in servers.values()]}",
-             f"peak RSS MiB: { {n: {k: v >> 20 for k, v in s.rss_peak.items()} for n, s in servers.items()} }",
-             f"outcomes: {dict(sorted(report.tally.items()))}"]
+    lines = [
+        f"wire fuzz: seed {SEED}, {sum(counts.values())} cases in {took:.0f}s {dict(sorted(counts.items()))}",
+        f"server restarts after a broken state: { {n: s.restarts for n, s in servers.items()} }",
+        f"server logs: {[str(s.proc.log_path) for s in servers.values()]}",
+        f"peak RSS MiB: { {n: {k: v >> 20 for k, v in s.rss_peak.items()} for n, s in servers.items()} }",
+        f"outcomes: {dict(sorted(report.tally.items()))}",
+    ]
     by_invariant: dict[str, list[tuple[str, str]]] = {}
     for invariant, where, detail in report.violations:
         by_invariant.setdefault(invariant, []).append((where, detail))
@@ -237,11 +267,19 @@ def test_wire_fuzz_and_chaos_keep_every_invariant(tmp_path: Path) -> None:
             run_batch(cases, servers, report, rng)
             for c in cases:
                 counts[c.kind] = counts.get(c.kind, 0) + 1
-            wheres = [f"{name} after batch {batch_no} {[str(c) for c in cases if c.server == name]}"
-                      for name in servers]
+            wheres = [
+                f"{name} after batch {batch_no} {[str(c) for c in cases if c.server == name]}" for name in servers
+            ]
             with ThreadPoolExecutor(len(servers)) as pool:  # each server's settle and canary at once
-                broken = list(pool.map(check_server, servers.values(), [references[n] for n in servers],
-                                       [report] * len(servers), wheres))
+                broken = list(
+                    pool.map(
+                        check_server,
+                        servers.values(),
+                        [references[n] for n in servers],
+                        [report] * len(servers),
+                        wheres,
+                    )
+                )
             for s, is_broken in zip(servers.values(), broken, strict=True):
                 if is_broken:
                     if sum(x.restarts for x in servers.values()) >= MAX_RESTARTS:

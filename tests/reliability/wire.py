@@ -71,45 +71,83 @@ def _decodes(parse: Callable[[bytes], object]) -> Callable[[bytes], bool]:
         except (DecodeError, ValueError, TypeError):
             return False
         return True
+
     return check
 
 
 def _voxgate_config(language: str) -> bytes:
-    return pb.StreamingRecognizeRequest(config=pb.StreamingConfig(
-        encoding=pb.AUDIO_ENCODING_LINEAR16, sample_rate_hz=16000, interim_results=True,
-        enable_word_time_offsets=True, language_code=language)).SerializeToString()
+    return pb.StreamingRecognizeRequest(
+        config=pb.StreamingConfig(
+            encoding=pb.AUDIO_ENCODING_LINEAR16,
+            sample_rate_hz=16000,
+            interim_results=True,
+            enable_word_time_offsets=True,
+            language_code=language,
+        )
+    ).SerializeToString()
 
 
 def _riva_config(language: str) -> bytes:
-    return rasr.StreamingRecognizeRequest(streaming_config=rasr.StreamingRecognitionConfig(
-        config=rasr.RecognitionConfig(encoding=raudio.LINEAR_PCM, sample_rate_hertz=16000, language_code=language,
-                                      audio_channel_count=1, max_alternatives=1),
-        interim_results=True)).SerializeToString()
+    return rasr.StreamingRecognizeRequest(
+        streaming_config=rasr.StreamingRecognitionConfig(
+            config=rasr.RecognitionConfig(
+                encoding=raudio.LINEAR_PCM,
+                sample_rate_hertz=16000,
+                language_code=language,
+                audio_channel_count=1,
+                max_alternatives=1,
+            ),
+            interim_results=True,
+        )
+    ).SerializeToString()
 
 
 _GReq = gspeech.StreamingRecognizeRequest
 
 
 def _google_config(language: str) -> bytes:
-    return _GReq.serialize(_GReq(streaming_config=gspeech.StreamingRecognitionConfig(
-        config=gspeech.RecognitionConfig(encoding=gspeech.RecognitionConfig.AudioEncoding.LINEAR16,
-                                         sample_rate_hertz=16000, language_code=language),
-        interim_results=True)))
+    return _GReq.serialize(
+        _GReq(
+            streaming_config=gspeech.StreamingRecognitionConfig(
+                config=gspeech.RecognitionConfig(
+                    encoding=gspeech.RecognitionConfig.AudioEncoding.LINEAR16,
+                    sample_rate_hertz=16000,
+                    language_code=language,
+                ),
+                interim_results=True,
+            )
+        )
+    )
 
 
 APIS = {
-    "voxgate": Api("voxgate", "/voxgate.v1.Speech/StreamingRecognize", _voxgate_config,
-                   lambda a: pb.StreamingRecognizeRequest(audio=a).SerializeToString(),
-                   lambda: pb.StreamingRecognizeRequest(keep_alive=pb.KeepAlive()).SerializeToString(),
-                   _decodes(pb.StreamingRecognizeRequest.FromString), True),
-    "riva": Api("riva", "/nvidia.riva.asr.RivaSpeechRecognition/StreamingRecognize", _riva_config,
-                lambda a: rasr.StreamingRecognizeRequest(audio_content=a).SerializeToString(),
-                lambda: rasr.StreamingRecognizeRequest().SerializeToString(),  # no audio: a keep-alive
-                _decodes(rasr.StreamingRecognizeRequest.FromString), False),
-    "google": Api("google", "/google.cloud.speech.v1.Speech/StreamingRecognize", _google_config,
-                  lambda a: _GReq.serialize(_GReq(audio_content=a)),
-                  lambda: _GReq.serialize(_GReq(audio_content=b"")),
-                  _decodes(_GReq.pb().FromString), False),
+    "voxgate": Api(
+        "voxgate",
+        "/voxgate.v1.Speech/StreamingRecognize",
+        _voxgate_config,
+        lambda a: pb.StreamingRecognizeRequest(audio=a).SerializeToString(),
+        lambda: pb.StreamingRecognizeRequest(keep_alive=pb.KeepAlive()).SerializeToString(),
+        _decodes(pb.StreamingRecognizeRequest.FromString),
+        True,
+    ),
+    "riva": Api(
+        "riva",
+        "/nvidia.riva.asr.RivaSpeechRecognition/StreamingRecognize",
+        _riva_config,
+        lambda a: rasr.StreamingRecognizeRequest(audio_content=a).SerializeToString(),
+        lambda: rasr.StreamingRecognizeRequest().SerializeToString(),  # no audio: a keep-alive
+        _decodes(rasr.StreamingRecognizeRequest.FromString),
+        False,
+    ),
+    "google": Api(
+        "google",
+        "/google.cloud.speech.v1.Speech/StreamingRecognize",
+        _google_config,
+        lambda a: _GReq.serialize(_GReq(audio_content=a)),
+        lambda: _GReq.serialize(_GReq(audio_content=b"")),
+        _decodes(_GReq.pb().FromString),
+        False,
+    ),
 }
 
 
@@ -143,12 +181,12 @@ def _identity(b: bytes) -> bytes:
 class RawStream:
     """One StreamingRecognize call on its own channel (so a cut or a vanish hits no other stream)."""
 
-    def __init__(self, target: str, api: Api, requests: Callable[[threading.Event], Iterator[bytes]],
-                 timeout: float) -> None:
+    def __init__(
+        self, target: str, api: Api, requests: Callable[[threading.Event], Iterator[bytes]], timeout: float
+    ) -> None:
         """`requests(done)` makes the request iterator; `done` is set once the call is over."""
         self.channel = grpc.insecure_channel(target)
-        multi = self.channel.stream_stream(api.method, request_serializer=_identity,
-                                           response_deserializer=_identity)
+        multi = self.channel.stream_stream(api.method, request_serializer=_identity, response_deserializer=_identity)
         self.started = time.monotonic()
         self.outcome = Outcome()
         self.done = threading.Event()
@@ -213,8 +251,18 @@ class Counts:
 class WireServer:
     """A `voxgate serve` under fuzz: its counters, readiness, log and memory, read from outside."""
 
-    def __init__(self, tmp: Path, name: str, engine: str, model: str, args: tuple[str, ...],
-                 ready_timeout_s: float = 60.0, workers: int = 1, engines: int = 1, frontends: int = 1) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        engine: str,
+        model: str,
+        args: tuple[str, ...],
+        ready_timeout_s: float = 60.0,
+        workers: int = 1,
+        engines: int = 1,
+        frontends: int = 1,
+    ) -> None:
         self.name, self.engine, self._tmp, self._model, self._args = name, engine, tmp, model, args
         self._ready_timeout_s = ready_timeout_s
         self._workers = workers  # > 1: `--workers N`, each worker's own count summed, each worker watched
@@ -231,17 +279,28 @@ class WireServer:
         workers = ("--workers", str(self._workers)) if self._workers > 1 else ()
         engines = ("--engines", str(self._engines)) if self._engines > 1 else ()
         frontends = ("--engine-option", f"frontends={self._frontends}") if self._frontends > 1 else ()
-        self.proc: ServerProcess = start_server(self._tmp, *self._args, *workers, *engines, *frontends,
-                                                "--sidecar-socket",
-                                                str(self.socket), engine=self.engine, model=self._model,
-                                                ready_timeout_s=self._ready_timeout_s)
+        self.proc: ServerProcess = start_server(
+            self._tmp,
+            *self._args,
+            *workers,
+            *engines,
+            *frontends,
+            "--sidecar-socket",
+            str(self.socket),
+            engine=self.engine,
+            model=self._model,
+            ready_timeout_s=self._ready_timeout_s,
+        )
         if self._workers > 1:  # the supervisor runs the sidecar at engine.sock in its own directory
             self.service_workers = service_workers(self.proc.proc.pid)
             assert len(self.service_workers) == self._workers, self.service_workers
             self.socket = Path(self.service_workers[0].peer_dir) / "engine.sock"
         # several engines: socket S is S.0, S.1, … (one sidecar each)
-        self.engine_sockets = [self.socket] if self._engines == 1 else \
-            [self.socket.with_name(f"{self.socket.name}.{i}") for i in range(self._engines)]
+        self.engine_sockets = (
+            [self.socket]
+            if self._engines == 1
+            else [self.socket.with_name(f"{self.socket.name}.{i}") for i in range(self._engines)]
+        )
         if self._frontends > 1:  # front end i of the one sidecar serves on S.i (S itself for 0)
             self.engine_sockets = [Path(s) for s in frontend_sockets(str(self.socket), self._frontends)]
             self.frontend_pids = self._frontend_pids(self._ready_timeout_s)
@@ -256,8 +315,9 @@ class WireServer:
                 pids = []
                 for socket in self.engine_sockets:
                     with grpc.insecure_channel(f"unix:{socket}") as ch:
-                        pids.append(engine_pb2_grpc.EngineStub(ch).GetStatus(engine_pb2.GetStatusRequest(),
-                                                                             timeout=5).pid)
+                        pids.append(
+                            engine_pb2_grpc.EngineStub(ch).GetStatus(engine_pb2.GetStatusRequest(), timeout=5).pid
+                        )
                 return pids
             except grpc.RpcError:
                 if time.monotonic() > deadline:
@@ -322,8 +382,10 @@ class WireServer:
             return f"{len(sidecars)} sidecar processes, not {self._engines}"
         now = service_workers(self.proc.proc.pid) if self.service_workers else []
         if now != self.service_workers:  # the supervisor restarts a dead worker: that death is the failure
-            return f"service workers {[(w.index, w.pid) for w in self.service_workers]} are now " \
-                   f"{[(w.index, w.pid) for w in now]}"
+            return (
+                f"service workers {[(w.index, w.pid) for w in self.service_workers]} are now "
+                f"{[(w.index, w.pid) for w in now]}"
+            )
         if self.frontend_pids and (pids := self._frontend_pids(5.0)) != self.frontend_pids:
             return f"front ends {self.frontend_pids} are now {pids}"  # the sidecar replaces a dead one
         return None
@@ -345,10 +407,16 @@ class WireServer:
 
     def rss(self) -> dict[str, int]:
         sidecars = sidecar_children(self.proc.proc.pid)
-        pids = {"service": self.proc.proc.pid, **{f"worker-{w.index}": w.pid for w in self.service_workers},
-                **({"sidecar": sidecars[0]} if self._engines == 1 else
-                   {f"sidecar-{i}": pid for i, pid in enumerate(sidecars)}),
-                **{f"frontend-{i}": pid for i, pid in enumerate(self.frontend_pids)}}
+        pids = {
+            "service": self.proc.proc.pid,
+            **{f"worker-{w.index}": w.pid for w in self.service_workers},
+            **(
+                {"sidecar": sidecars[0]}
+                if self._engines == 1
+                else {f"sidecar-{i}": pid for i, pid in enumerate(sidecars)}
+            ),
+            **{f"frontend-{i}": pid for i, pid in enumerate(self.frontend_pids)},
+        }
         return {k: psutil.Process(pid).memory_info().rss for k, pid in pids.items()}
 
     def rss_growth(self) -> dict[str, int]:

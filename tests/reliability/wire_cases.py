@@ -32,9 +32,16 @@ RESUME_WINDOW_S = 1.0
 FREEZE_S = 3.0
 STREAM_DEADLINE_S = 12.0  # no case should take longer; a stream still open then is a hang
 CHUNK = 3200  # 100 ms of 16 kHz LINEAR16
-ALLOWED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND,
-           grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.OUT_OF_RANGE}
+ALLOWED = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.OUT_OF_RANGE,
+}
 REFUSALS = {"CAPACITY", "ENGINE_UNAVAILABLE", "DRAINING"}  # admission may refuse any case under load
+
 
 @dataclass(frozen=True)
 class Case:
@@ -98,17 +105,26 @@ def check(case: Case, api: Api, out: Outcome, exp: Expect, report: Report, note:
         report.add("stream ends within its deadline", where, got)
     elif code == grpc.StatusCode.CANCELLED and not ours:
         report.add("no cancel the client did not ask for", where, got)
-    elif code not in (grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED) and not ours \
-            and (code not in ALLOWED or reason not in REASONS):
+    elif (
+        code not in (grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED)
+        and not ours
+        and (code not in ALLOWED or reason not in REASONS)
+    ):
         report.add("documented status with an ErrorInfo reason", where, got)
     if len(out.details) > MAX_STATUS_DETAILS or out.meta_bytes > MAX_STATUS_DETAILS:
-        report.add("client input echoed only bounded", where, f"details {len(out.details)} B, "
-                   f"ErrorInfo metadata {out.meta_bytes} B")
+        report.add(
+            "client input echoed only bounded",
+            where,
+            f"details {len(out.details)} B, ErrorInfo metadata {out.meta_bytes} B",
+        )
     if api.has_session_events:
         if code == grpc.StatusCode.OK and parsed and kinds[-1] != "ended":
             report.add("OK ends with SessionEnded", where, f"{got}: last {kinds[-1:]}")
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION) and parsed and not (
-                kinds[-1] == "ended" and parsed[-1].ended.reason == pb.SESSION_END_REASON_ERROR):
+        if (
+            code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
+            and parsed
+            and not (kinds[-1] == "ended" and parsed[-1].ended.reason == pb.SESSION_END_REASON_ERROR)
+        ):
             report.add("an error mid-session is preceded by SessionEnded{ERROR}", where, f"{got}: last {kinds[-1:]}")
         resets = [r.warning.code for r in parsed if r.HasField("warning") and r.warning.code == "ENGINE_RESET"]
         if exp.no_reset and resets:
@@ -146,7 +162,7 @@ def speech(rng: random.Random, lo: float, hi: float) -> bytes:
 def audio_items(api: Api, pcm: bytes, pace_s: float) -> list[bytes | float]:
     items: list[bytes | float] = []
     for i in range(0, len(pcm), CHUNK):
-        items += [api.audio(pcm[i:i + CHUNK]), float(pace_s)] if pace_s else [api.audio(pcm[i:i + CHUNK])]
+        items += [api.audio(pcm[i : i + CHUNK]), float(pace_s)] if pace_s else [api.audio(pcm[i : i + CHUNK])]
     return items
 
 
@@ -157,7 +173,7 @@ def garbage(rng: random.Random, api: Api, valid: bytes) -> bytes:
         if pick == 0:
             data = rng.randbytes(rng.randint(1, 64))
         elif pick == 1:
-            data = valid[:rng.randint(1, len(valid) - 1)]  # truncated
+            data = valid[: rng.randint(1, len(valid) - 1)]  # truncated
         elif pick == 2:
             flipped = bytearray(valid)
             flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
@@ -169,8 +185,12 @@ def garbage(rng: random.Random, api: Api, valid: bytes) -> bytes:
     return b"\xff\xff\xff\xff"
 
 
-def stream(ctx: Ctx, items: Callable[[threading.Event], Iterator[bytes]], timeout: float = STREAM_DEADLINE_S,
-           target: str | None = None) -> RawStream:
+def stream(
+    ctx: Ctx,
+    items: Callable[[threading.Event], Iterator[bytes]],
+    timeout: float = STREAM_DEADLINE_S,
+    target: str | None = None,
+) -> RawStream:
     return RawStream(target or ctx.server.target, ctx.api, items, timeout)
 
 
@@ -253,13 +273,19 @@ def case_pause(ctx: Ctx) -> None:
     out = s.finish()
     words = None
     if ctx.case.server == "fake":  # deterministic: the same audio without the pause is the reference
-        ref = stream(ctx, lambda done: paced([api.config("en-US"), *audio_items(api, before + after + tail, 0)],
-                                             done)).finish()
+        ref = stream(
+            ctx, lambda done: paced([api.config("en-US"), *audio_items(api, before + after + tail, 0)], done)
+        ).finish()
         if ref.code == grpc.StatusCode.OK:
-            words = " ".join(r.result.text for r in ref.parsed()
-                             if r.HasField("result") and r.result.is_final).split()
-    check(ctx.case, api, out, Expect(clean_end=True, no_reset=True, words=words), ctx.report,
-          f"speech {len(before) / 32000:.1f}s, pause {pause:.1f}s, speech {len(after) / 32000:.1f}s")
+            words = " ".join(r.result.text for r in ref.parsed() if r.HasField("result") and r.result.is_final).split()
+    check(
+        ctx.case,
+        api,
+        out,
+        Expect(clean_end=True, no_reset=True, words=words),
+        ctx.report,
+        f"speech {len(before) / 32000:.1f}s, pause {pause:.1f}s, speech {len(after) / 32000:.1f}s",
+    )
 
 
 def case_half_close(ctx: Ctx) -> None:
@@ -321,8 +347,14 @@ def case_long_string(ctx: Ctx) -> None:
     size = rng.choice([300, 8 << 10, 64 << 10, 64 << 10, 1 << 20])
     lang = "".join(rng.choices("abcdefghijklmnopqrstuvwxyz-", k=size))
     s = stream(ctx, lambda done: paced([api.config(lang), *audio_items(api, voiced(0.2), 0)], done))
-    check(ctx.case, api, s.finish(), Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG")),
-          ctx.report, f"language_code of {size} chars")
+    check(
+        ctx.case,
+        api,
+        s.finish(),
+        Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG")),
+        ctx.report,
+        f"language_code of {size} chars",
+    )
 
 
 def case_flood(ctx: Ctx) -> None:
@@ -331,8 +363,7 @@ def case_flood(ctx: Ctx) -> None:
     items = [api.config("en-US"), *audio_items(api, voiced(0.6) + silence(0.3), 0.02)]
 
     def one() -> None:
-        check(ctx.case, api, stream(ctx, lambda done: paced(items, done)).finish(), Expect(clean_end=True),
-              ctx.report)
+        check(ctx.case, api, stream(ctx, lambda done: paced(items, done)).finish(), Expect(clean_end=True), ctx.report)
 
     threads = [threading.Thread(target=one, daemon=True) for _ in range(2 * MAX_SESSIONS)]
     for t in threads:

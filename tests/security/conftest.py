@@ -25,8 +25,13 @@ class Pki:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     d = tmp_path_factory.mktemp("pki")
     ca, rogue = Authority(d, "ca"), Authority(d, "rogue-ca")
-    return Pki(ca, ca.issue("server", server=True), ca.issue("client", server=False), rogue,
-               rogue.issue("rogue-client", server=False))
+    return Pki(
+        ca,
+        ca.issue("server", server=True),
+        ca.issue("client", server=False),
+        rogue,
+        rogue.issue("rogue-client", server=False),
+    )
 
 
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
@@ -35,6 +40,8 @@ def bearer(token: str) -> tuple[tuple[str, str], ...]:
 
 def write_lines_token_file(path: Path, tenants: dict[str, tuple[str, str]]) -> Path:
     """tenant → (token, options): the lines format."""
-    path.write_text("# test token file\n" + "".join(
-        f"{hash_token(token)} {name} {options}\n" for name, (token, options) in tenants.items()))
+    path.write_text(
+        "# test token file\n"
+        + "".join(f"{hash_token(token)} {name} {options}\n" for name, (token, options) in tenants.items())
+    )
     return path

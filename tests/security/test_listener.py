@@ -75,9 +75,29 @@ def test_exposed_listener_with_tls_and_tokens_has_no_warning(tmp_path: Path, pki
     tokens.write_text("")
     log = tmp_path / "server.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "fake", "--host", "0.0.0.0",
-         "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key), "--auth-tokens-file", str(tokens)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--port",
+            "0",
+            "--engine",
+            "fake",
+            "--host",
+            "0.0.0.0",
+            "--tls-cert",
+            str(pki.server.cert),
+            "--tls-key",
+            str(pki.server.key),
+            "--auth-tokens-file",
+            str(tokens),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+    )
     try:
         assert proc.stdout is not None and "listening on 0.0.0.0:" in proc.stdout.readline()
         deadline = time.monotonic() + 10
@@ -100,13 +120,16 @@ def test_configured_socket_directory_is_created_private(tmp_path: Path) -> None:
         server.stop()
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"tls_cert": "x.pem"}, "--tls-cert and --tls-key go together"),
-    ({"tls_client_ca": "ca.pem"}, "needs --tls-cert"),
-    ({"tls_cert": "missing.pem", "tls_key": "missing.key"}, "cannot read"),
-    ({"auth_tokens_file": "PLAINTEXT"}, "tokens are stored hashed"),
-    ({"tenant_max_sessions": -1}, ">= 0"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"tls_cert": "x.pem"}, "--tls-cert and --tls-key go together"),
+        ({"tls_client_ca": "ca.pem"}, "needs --tls-cert"),
+        ({"tls_cert": "missing.pem", "tls_key": "missing.key"}, "cannot read"),
+        ({"auth_tokens_file": "PLAINTEXT"}, "tokens are stored hashed"),
+        ({"tenant_max_sessions": -1}, ">= 0"),
+    ],
+)
 def test_bad_security_settings_are_refused(tmp_path: Path, settings: dict[str, object], message: str) -> None:
     bad = tmp_path / "tokens.txt"
     bad.write_text("plaintext-token acme\n")
@@ -117,16 +140,46 @@ def test_bad_security_settings_are_refused(tmp_path: Path, settings: dict[str, o
 
 def test_mismatched_key_fails_the_start(tmp_path: Path, pki: Pki) -> None:
     """End to end: `voxgate serve` with a bad security setting exits 1 with the reason, before listening."""
-    done = subprocess.run([sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "fake",
-                           "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.client.key)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--port",
+            "0",
+            "--engine",
+            "fake",
+            "--tls-cert",
+            str(pki.server.cert),
+            "--tls-key",
+            str(pki.client.key),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and "not a matching PEM certificate and key" in done.stderr, done.stderr
     assert "listening" not in done.stdout
 
 
-@pytest.mark.parametrize(("host", "loopback"), [
-    ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
-    ("0.0.0.0", False), ("::", False), ("[::]", False), ("", False), ("10.0.0.5", False), ("speech.example", False)])
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("[::]", False),
+        ("", False),
+        ("10.0.0.5", False),
+        ("speech.example", False),
+    ],
+)
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 

@@ -44,14 +44,21 @@ SIDECAR_EVENTS = {"session_opened", "session_closed"}
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("tokens")
     tokens = tmp / "tokens.json"
-    tokens.write_text(json.dumps({"tenants": {
-        "acme": {"tokens": [hash_token(ACME)], "max_sessions": 1},
-        "globex": {"tokens": [hash_token(GLOBEX)]},
-        "voxonly": {"tokens": [hash_token(VOXONLY)], "apis": ["voxgate"]},
-    }}))
+    tokens.write_text(
+        json.dumps(
+            {
+                "tenants": {
+                    "acme": {"tokens": [hash_token(ACME)], "max_sessions": 1},
+                    "globex": {"tokens": [hash_token(GLOBEX)]},
+                    "voxonly": {"tokens": [hash_token(VOXONLY)], "apis": ["voxgate"]},
+                }
+            }
+        )
+    )
     script = fake_script(tmp, words=[["hello", 300], ["world", 700]])
-    srv = start_server(tmp, "--auth-tokens-file", str(tokens), "--tenant-max-sessions", "3",
-                       engine="fake", model=script)
+    srv = start_server(
+        tmp, "--auth-tokens-file", str(tokens), "--tenant-max-sessions", "3", engine="fake", model=script
+    )
     yield srv
     srv.stop()
 
@@ -70,8 +77,10 @@ def test_missing_token_is_unauthenticated(server: ServerProcess) -> None:
     assert error_reason(err.value)[:2] == (grpc.StatusCode.UNAUTHENTICATED, "TOKEN_MISSING")
 
 
-@pytest.mark.parametrize("metadata", [
-    bearer("not-a-token"), bearer(ACME + "x"), (("authorization", f"Basic {ACME}"),), (("authorization", ACME),)])
+@pytest.mark.parametrize(
+    "metadata",
+    [bearer("not-a-token"), bearer(ACME + "x"), (("authorization", f"Basic {ACME}"),), (("authorization", ACME),)],
+)
 def test_wrong_token_is_unauthenticated(server: ServerProcess, metadata: tuple[tuple[str, str], ...]) -> None:
     with pytest.raises(grpc.RpcError) as err:
         list(server.stub().StreamingRecognize(iter(speech_requests()), metadata=metadata, timeout=30))
@@ -97,13 +106,16 @@ def test_valid_token_session_works_and_every_session_log_line_names_the_tenant(s
 
 def test_health_and_reflection_need_no_token(server: ServerProcess) -> None:
     health = health_pb2_grpc.HealthStub(server.channel())
-    assert health.Check(health_pb2.HealthCheckRequest(service="voxgate.v1.Speech"), timeout=5).status == \
-        health_pb2.HealthCheckResponse.SERVING
+    assert (
+        health.Check(health_pb2.HealthCheckRequest(service="voxgate.v1.Speech"), timeout=5).status
+        == health_pb2.HealthCheckResponse.SERVING
+    )
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
     stub = reflection_pb2_grpc.ServerReflectionStub(server.channel())
-    replies = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
-                                             timeout=5))
+    replies = list(
+        stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5)
+    )
     names = {s.name for s in replies[0].list_services_response.service}
     assert set(API_OF_SERVICE) <= names  # every served API is one the auth layer knows
     assert names - set(API_OF_SERVICE) <= OPEN_SERVICES  # and the rest are the open ones
@@ -118,8 +130,9 @@ def test_session_quota_per_tenant(server: ServerProcess) -> None:
         code, reason, meta = error_reason(err.value)
         assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "SESSION_QUOTA")
         assert meta == {"tenant": "acme", "limit": "1"}
-        status = next(status_pb2.Status.FromString(v) for k, v in err.value.trailing_metadata()
-                      if k == "grpc-status-details-bin")
+        status = next(
+            status_pb2.Status.FromString(v) for k, v in err.value.trailing_metadata() if k == "grpc-status-details-bin"
+        )
         quota = error_details_pb2.QuotaFailure()
         assert any(d.Unpack(quota) for d in status.details)
         assert quota.violations[0].subject == "tenant:acme"
@@ -127,8 +140,11 @@ def test_session_quota_per_tenant(server: ServerProcess) -> None:
         others = [hold_stream(channel, bearer(GLOBEX)) for _ in range(3)]
         with pytest.raises(grpc.RpcError) as err:
             hold_stream(channel, bearer(GLOBEX))
-        assert error_reason(err.value)[:3] == (grpc.StatusCode.RESOURCE_EXHAUSTED, "SESSION_QUOTA",
-                                                {"tenant": "globex", "limit": "3"})
+        assert error_reason(err.value)[:3] == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "SESSION_QUOTA",
+            {"tenant": "globex", "limit": "3"},
+        )
         for other in others:
             assert other.release()[-1].WhichOneof("response") == "ended"
     finally:
@@ -139,13 +155,19 @@ def test_session_quota_per_tenant(server: ServerProcess) -> None:
 
 def test_compat_endpoints_require_the_token_too(server: ServerProcess) -> None:
     audio = voiced(1.0) + silence(1.0)
-    config = riva.client.StreamingRecognitionConfig(config=riva.client.RecognitionConfig(
-        encoding=riva.client.AudioEncoding.LINEAR_PCM, sample_rate_hertz=16000, language_code="en-US",
-        audio_channel_count=1), interim_results=False)
+    config = riva.client.StreamingRecognitionConfig(
+        config=riva.client.RecognitionConfig(
+            encoding=riva.client.AudioEncoding.LINEAR_PCM,
+            sample_rate_hertz=16000,
+            language_code="en-US",
+            audio_channel_count=1,
+        ),
+        interim_results=False,
+    )
 
     def riva_text(metadata: list[list[str]] | None) -> str:
         asr = riva.client.ASRService(riva.client.Auth(uri=server.target, metadata_args=metadata))
-        chunks = [audio[i:i + 3200] for i in range(0, len(audio), 3200)]
+        chunks = [audio[i : i + 3200] for i in range(0, len(audio), 3200)]
         responses = asr.streaming_response_generator(audio_chunks=chunks, streaming_config=config)
         return " ".join(r.alternatives[0].transcript for resp in responses for r in resp.results if r.is_final)
 
@@ -159,13 +181,19 @@ def test_compat_endpoints_require_the_token_too(server: ServerProcess) -> None:
     assert (code, reason, meta) == (grpc.StatusCode.PERMISSION_DENIED, "API_NOT_ALLOWED", {"api": "riva"})
 
     google = speech.SpeechClient(transport=SpeechGrpcTransport(channel=grpc.insecure_channel(server.target)))
-    gconfig = speech.RecognitionConfig(encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
-                                       sample_rate_hertz=16000, language_code="en-US")
+    gconfig = speech.RecognitionConfig(
+        encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16, sample_rate_hertz=16000, language_code="en-US"
+    )
     with pytest.raises(Exception) as gerr:  # google-api-core wraps the RpcError
         google.recognize(config=gconfig, audio=speech.RecognitionAudio(content=audio), retry=None, timeout=30)
     assert "TOKEN_MISSING" in str(gerr.value) or "Unauthenticated" in type(gerr.value).__name__
-    reply = google.recognize(config=gconfig, audio=speech.RecognitionAudio(content=audio), retry=None, timeout=30,
-                             metadata=[("x-goog-api-key", GLOBEX)])  # what Google clients send for an API key
+    reply = google.recognize(
+        config=gconfig,
+        audio=speech.RecognitionAudio(content=audio),
+        retry=None,
+        timeout=30,
+        metadata=[("x-goog-api-key", GLOBEX)],
+    )  # what Google clients send for an API key
     assert "hello world" in " ".join(r.alternatives[0].transcript for r in reply.results)
     # The voxgate API itself stays open to that tenant.
     caps = server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), metadata=bearer(VOXONLY), timeout=10)
@@ -173,14 +201,22 @@ def test_compat_endpoints_require_the_token_too(server: ServerProcess) -> None:
 
 
 def test_token_cli_hashes_and_makes_tokens(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "service", "token", "hash", ACME], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "token", "hash", ACME], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == hash_token(ACME)
-    piped = subprocess.run([sys.executable, "-m", "service", "token", "hash"], cwd=ROOT, input=ACME + "\n",
-                           capture_output=True, text=True, check=True).stdout.strip()
+    piped = subprocess.run(
+        [sys.executable, "-m", "service", "token", "hash"],
+        cwd=ROOT,
+        input=ACME + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert piped == out
-    token, line = subprocess.run([sys.executable, "-m", "service", "token", "new", "acme"], cwd=ROOT,
-                                 capture_output=True, text=True, check=True).stdout.splitlines()
+    token, line = subprocess.run(
+        [sys.executable, "-m", "service", "token", "new", "acme"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert line == f"{hash_token(token)} acme" and len(token) > 40
     from service.security.tokens import TokenBook
 
@@ -196,8 +232,9 @@ def test_unauthenticated_rpcs_are_rejected_before_any_session(server: ServerProc
     for _ in range(5):
         with pytest.raises(grpc.RpcError):
             list(stub.StreamingRecognize(iter([config_request()]), timeout=10))
-    assert stub.GetCapabilities(pb.GetCapabilitiesRequest(), metadata=bearer(GLOBEX), timeout=10).active_sessions \
-        == before
+    assert (
+        stub.GetCapabilities(pb.GetCapabilitiesRequest(), metadata=bearer(GLOBEX), timeout=10).active_sessions == before
+    )
     assert '"auth_rejected"' in server.log()
 
 
@@ -222,6 +259,7 @@ def test_each_channel_counts_against_the_tenants_quota_all_or_none(server: Serve
         def requests() -> Iterator[pb.StreamingRecognizeRequest]:
             yield config_request(audio_channel_count=2)
             release.wait(30)
+
         call = server.stub().StreamingRecognize(requests(), metadata=bearer(token), timeout=30)
         assert next(call).WhichOneof("response") == "started"
         return call

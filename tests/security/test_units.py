@@ -16,12 +16,20 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 
 def test_json_and_lines_formats_give_the_same_book(tmp_path: Path) -> None:
-    (tmp_path / "t.json").write_text(json.dumps({"tenants": {
-        "acme": {"tokens": [hash_token("a1"), hash_token("a2")], "max_sessions": 2, "apis": ["voxgate"]},
-        "globex": {"tokens": [hash_token("g1")]}}}))
+    (tmp_path / "t.json").write_text(
+        json.dumps(
+            {
+                "tenants": {
+                    "acme": {"tokens": [hash_token("a1"), hash_token("a2")], "max_sessions": 2, "apis": ["voxgate"]},
+                    "globex": {"tokens": [hash_token("g1")]},
+                }
+            }
+        )
+    )
     (tmp_path / "t.txt").write_text(
         f"# comment\n{hash_token('a1')} acme max_sessions=2 apis=voxgate\n\n{hash_token('a2')} acme  # second\n"
-        f"{hash_token('g1')} globex\n")
+        f"{hash_token('g1')} globex\n"
+    )
     for name in ("t.json", "t.txt"):
         book = TokenBook.load(tmp_path / name)
         acme, globex = book.lookup("a1"), book.lookup("g1")
@@ -32,20 +40,23 @@ def test_json_and_lines_formats_give_the_same_book(tmp_path: Path) -> None:
         assert sorted(book.tenants) == ["acme", "globex"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("a1 acme\n", "stored hashed"),
-    (f"{hash_token('a')}\n", "expected 'sha256:<hex> TENANT"),
-    (f"{hash_token('a')} acme colour=red\n", "unknown option"),
-    (f"{hash_token('a')} acme max_sessions=1\n{hash_token('b')} acme max_sessions=2\n", "given twice"),
-    (f"{hash_token('a')} acme max_sessions=lots\n", "must be an integer"),
-    (f"{hash_token('a')} acme apis=voxgate,aws\n", "apis must be"),
-    (f"{hash_token('a')} acme\n{hash_token('a')} globex\n", "appears twice"),
-    (f"{hash_token('a')} 'acme'\n", "tenant name"),
-    ('{"tenants": []}', "expected"),
-    ('{"tenants": {"acme": {"tokens": [], "quota": 1}}}', "unknown keys"),
-    ("{not json", "not valid JSON"),
-    (f"{hash_token('a').upper()} acme\n", "stored hashed"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a1 acme\n", "stored hashed"),
+        (f"{hash_token('a')}\n", "expected 'sha256:<hex> TENANT"),
+        (f"{hash_token('a')} acme colour=red\n", "unknown option"),
+        (f"{hash_token('a')} acme max_sessions=1\n{hash_token('b')} acme max_sessions=2\n", "given twice"),
+        (f"{hash_token('a')} acme max_sessions=lots\n", "must be an integer"),
+        (f"{hash_token('a')} acme apis=voxgate,aws\n", "apis must be"),
+        (f"{hash_token('a')} acme\n{hash_token('a')} globex\n", "appears twice"),
+        (f"{hash_token('a')} 'acme'\n", "tenant name"),
+        ('{"tenants": []}', "expected"),
+        ('{"tenants": {"acme": {"tokens": [], "quota": 1}}}', "unknown keys"),
+        ("{not json", "not valid JSON"),
+        (f"{hash_token('a').upper()} acme\n", "stored hashed"),
+    ],
+)
 def test_bad_token_files_are_refused_with_a_reason(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "t").write_text(text)
     with pytest.raises(TokenFileError, match=message):
@@ -69,8 +80,12 @@ def test_authenticate_codes(tmp_path: Path) -> None:
     for service, metadata, code, reason in [
         ("voxgate.v1.Speech", [], grpc.StatusCode.UNAUTHENTICATED, errors.TOKEN_MISSING),
         ("voxgate.v1.Speech", [("authorization", "Bearer w")], grpc.StatusCode.UNAUTHENTICATED, errors.TOKEN_INVALID),
-        ("google.cloud.speech.v1.Speech", [("authorization", "Bearer v")], grpc.StatusCode.PERMISSION_DENIED,
-         errors.API_NOT_ALLOWED),
+        (
+            "google.cloud.speech.v1.Speech",
+            [("authorization", "Bearer v")],
+            grpc.StatusCode.PERMISSION_DENIED,
+            errors.API_NOT_ALLOWED,
+        ),
     ]:
         with pytest.raises(errors.StreamError) as err:
             authenticate(book, service, metadata)

@@ -175,8 +175,9 @@ class FakeEngine:
     def stream(self) -> FakeStream:
         return self.streams[-1]
 
-    async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
-                   failed: EngineStream | None = None) -> FakeStream:
+    async def open(
+        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+    ) -> FakeStream:
         self.opens += 1
         if self.refusal is not None:
             raise self.refusal
@@ -256,11 +257,25 @@ class Client:
 
 # -- a session ----------------------------------------------------------------
 
-SERVER = Config(engine="fake", resume_window_s=30, idle_timeout_s=30, final_flush_timeout_s=10,
-                freeze_timeout_s=15, engine_recovery_timeout_s=60)
-SESSION = SessionConfig(encoding=Encoding.LINEAR16, sample_rate_hz=16000, language_code="en-US",
-                        interim_results=True, word_time_offsets=True, endpointing_silence_ms=800,
-                        max_duration_s=0.0, idle_timeout_s=30.0, flow_status_interval_s=0.0)
+SERVER = Config(
+    engine="fake",
+    resume_window_s=30,
+    idle_timeout_s=30,
+    final_flush_timeout_s=10,
+    freeze_timeout_s=15,
+    engine_recovery_timeout_s=60,
+)
+SESSION = SessionConfig(
+    encoding=Encoding.LINEAR16,
+    sample_rate_hz=16000,
+    language_code="en-US",
+    interim_results=True,
+    word_time_offsets=True,
+    endpointing_silence_ms=800,
+    max_duration_s=0.0,
+    idle_timeout_s=30.0,
+    flow_status_interval_s=0.0,
+)
 
 
 @dataclass

@@ -19,12 +19,19 @@ from tests.helpers import voiced
 from tests.session.harness import SERVER, SESSION, Client, FakeClock, FakeEngine, FakeStream, settle, silence
 
 
-async def start_channels(channels: int = 2, engine: FakeEngine | None = None, **cfg: object
-                         ) -> tuple[ChannelSessions, FakeEngine, FakeClock, Client, list[ChannelSessions]]:
+async def start_channels(
+    channels: int = 2, engine: FakeEngine | None = None, **cfg: object
+) -> tuple[ChannelSessions, FakeEngine, FakeClock, Client, list[ChannelSessions]]:
     clock, engine = FakeClock(), engine or FakeEngine()
     ended: list[ChannelSessions] = []
-    session = ChannelSessions("s1", replace(SESSION, channels=channels, **cfg),  # type: ignore[arg-type]
-                              SERVER, engine, clock, ended.append)
+    session = ChannelSessions(
+        "s1",
+        replace(SESSION, channels=channels, **cfg),  # type: ignore[arg-type]
+        SERVER,
+        engine,
+        clock,
+        ended.append,
+    )
     await session.start()
     session.attach(None)
     client = Client(session)  # type: ignore[arg-type]  # the same interface as a Session
@@ -91,14 +98,16 @@ async def test_audio_not_in_whole_frames_ends_every_channel_with_invalid_audio()
     await settle()
     assert c.ended is not None and c.ended.reason is EndReason.ERROR
     assert session.error is not None and (session.error.code, session.error.reason) == (
-        grpc.StatusCode.INVALID_ARGUMENT, errors.INVALID_AUDIO)
+        grpc.StatusCode.INVALID_ARGUMENT,
+        errors.INVALID_AUDIO,
+    )
 
 
 async def test_speech_events_carry_their_channel() -> None:
     session, engine, clock, c, _ = await start_channels()
     speech = np.frombuffer(voiced(1.0) + silence(1000), dtype="<i2")  # speech on the second channel only
     for i in range(0, len(speech), 1600):
-        part = speech[i:i + 1600]
+        part = speech[i : i + 1600]
         c.audio(np.stack([np.zeros_like(part), part], axis=1).astype("<i2").tobytes())
     await settle()
     events = [(e.channel, e.started) for e in c.responses if isinstance(e, SpeechEvent)]
@@ -114,8 +123,9 @@ async def test_idle_and_drain_end_all_as_one() -> None:
 
 
 class RefusesTheSecond(FakeEngine):
-    async def open(self, session_id: str, language: str, base_ms: int, wait_s: float,
-                   failed: EngineStream | None = None) -> FakeStream:
+    async def open(
+        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+    ) -> FakeStream:
         if self.opens == 1:
             self.opens += 1
             raise EngineFull("no slot")
@@ -139,7 +149,7 @@ async def test_resume_translates_frames_to_each_channels_bytes() -> None:
     assert err.value.field == "config.resume_audio_bytes"
     session.attach(len(stereo(80)), c.seqs[-1])
     again = Client(session, c.seqs[-1])  # type: ignore[arg-type]
-    again.audio(stereo(160)[len(stereo(80)):])  # resent from the acknowledged offset: nothing twice
+    again.audio(stereo(160)[len(stereo(80)) :])  # resent from the acknowledged offset: nothing twice
     again.half_close()
     await clock.advance(HALF_CLOSE_GRACE_S)
     assert all(s.received[:3] == ["audio 0-80", "audio 80-160", "close"] for s in engine.streams)

@@ -16,12 +16,12 @@ async def test_a_half_close_ends_the_session_with_its_finals() -> None:
     assert isinstance(c.responses[0], Started) and c.responses[0].engine == "fake"
     c.audio(silence(400))
     await settle()
-    assert h.engine.stream.received == ["audio 0-80", "audio 80-160", "audio 160-240", "audio 240-320",
-                                        "audio 320-400"]
+    assert h.engine.stream.received == ["audio 0-80", "audio 80-160", "audio 160-240", "audio 240-320", "audio 320-400"]
     c.half_close()
     await settle()
-    assert h.session.phase is Phase.OPEN and "close" not in h.engine.stream.received, \
+    assert h.session.phase is Phase.OPEN and "close" not in h.engine.stream.received, (
         "the end of a request stream is a half-close only once the grace has passed"
+    )
     await h.clock.advance(HALF_CLOSE_GRACE_S)
     assert h.engine.stream.received[-1] == "close"
     assert c.ended == Ended(EndReason.CLIENT_END, "", 400)
@@ -36,8 +36,15 @@ async def test_finalize_closes_the_utterance_and_the_stream_goes_on() -> None:
     c.audio(silence(160))
     c.half_close()
     await h.clock.advance(HALF_CLOSE_GRACE_S)
-    assert h.engine.stream.received == ["audio 0-80", "audio 80-160", "audio 160-240", "flush 1",
-                                        "audio 240-320", "audio 320-400", "close"]
+    assert h.engine.stream.received == [
+        "audio 0-80",
+        "audio 80-160",
+        "audio 160-240",
+        "flush 1",
+        "audio 240-320",
+        "audio 320-400",
+        "close",
+    ]
     assert [(f.text, f.utterance_index) for f in c.finals()] == [("w0 w80 w160", 0), ("w240 w320", 1)]
     assert c.ended is not None and c.ended.reason is EndReason.CLIENT_END
 
@@ -72,8 +79,10 @@ async def test_a_bad_message_ends_the_session_with_the_finals_already_earned() -
     assert c.ended == Ended(EndReason.ERROR, "", 160)
     assert [f.text for f in c.finals()] == ["w0 w80"]
     error = h.session.error
-    assert error is not None and (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT,
-                                                                errors.AUDIO_MESSAGE_TOO_LARGE)
+    assert error is not None and (error.code, error.reason) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        errors.AUDIO_MESSAGE_TOO_LARGE,
+    )
 
 
 async def test_odd_length_linear16_is_invalid_audio() -> None:

@@ -64,8 +64,7 @@ async def test_an_engine_that_stays_down_ends_the_session_engine_lost() -> None:
     assert c.ended == Ended(EndReason.ENGINE_LOST, "the speech engine stopped; reconnect to continue", 160)
     assert [f.text for f in c.finals()] == ["w0 w80"]
     error = h.session.error
-    assert error is not None and (error.code, error.reason) == (grpc.StatusCode.UNAVAILABLE,
-                                                                errors.ENGINE_UNAVAILABLE)
+    assert error is not None and (error.code, error.reason) == (grpc.StatusCode.UNAVAILABLE, errors.ENGINE_UNAVAILABLE)
 
 
 async def test_an_engine_that_fails_the_session_ends_it_with_an_error_and_its_finals() -> None:
@@ -162,9 +161,14 @@ async def test_nothing_waits_on_the_real_clock() -> None:
     assert c.ended is not None and real_time_timers() == []
 
 
-@pytest.mark.parametrize(("refusal", "reason"), [(EngineUnavailable(), errors.ENGINE_UNAVAILABLE),
-                                                  (EngineFull("no slot"), errors.CAPACITY),
-                                                  (EngineLost("refused"), errors.ENGINE_UNAVAILABLE)])
+@pytest.mark.parametrize(
+    ("refusal", "reason"),
+    [
+        (EngineUnavailable(), errors.ENGINE_UNAVAILABLE),
+        (EngineFull("no slot"), errors.CAPACITY),
+        (EngineLost("refused"), errors.ENGINE_UNAVAILABLE),
+    ],
+)
 async def test_a_session_no_engine_can_take_is_refused_with_a_retry_delay(refusal: Exception, reason: str) -> None:
     engine = FakeEngine()
     engine.refusal = refusal

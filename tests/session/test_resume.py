@@ -113,7 +113,7 @@ async def test_a_client_held_back_is_not_idle_and_loses_no_audio_when_it_vanishe
     again = h.resume(acked, c.seqs[-1])
     rest = b"\0" * (100 * len(silence(80)) - acked)
     for i in range(0, len(rest), len(silence(80))):
-        again.audio(rest[i:i + len(silence(80))])
+        again.audio(rest[i : i + len(silence(80))])
     again.half_close()
     first.write_gate.set()
     await h.clock.advance(HALF_CLOSE_GRACE_S)

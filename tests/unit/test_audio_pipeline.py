@@ -10,7 +10,7 @@ from tests.helpers import silence, voiced
 def run(pipeline: AudioPipeline, data: bytes, step: int) -> list[EngineChunk | SpeechBoundary]:
     out: list[EngineChunk | SpeechBoundary] = []
     for i in range(0, len(data), step):
-        out += pipeline.push(data[i:i + step])
+        out += pipeline.push(data[i : i + step])
     return out + pipeline.finish()
 
 

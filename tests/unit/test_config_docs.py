@@ -44,8 +44,11 @@ def test_the_callers_environment_does_not_leak_into_the_defaults(monkeypatch: py
 
 def test_a_flag_without_an_environment_variable_says_so() -> None:
     gen = _script()
-    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1] for line in gen.tables().splitlines()
-            if line.startswith("| `--")}
+    rows = {
+        line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1]
+        for line in gen.tables().splitlines()
+        if line.startswith("| `--")
+    }
     assert rows["`--port`"] == "`VOXGATE_PORT`"
     assert all(env == "–" or env.startswith("`VOXGATE_") for env in rows.values())
 

@@ -40,7 +40,13 @@ def test_diagnostic_kinds_keep_their_wire_values_and_names() -> None:
         msg = output_to_proto(Diagnostic(kind, "", 0))
         assert engine_pb2.DiagnosticKind.Name(msg.diagnostic.kind) == f"DIAGNOSTIC_KIND_{kind.name}"
     assert [k.value for k in DiagnosticKind] == [
-        "warning", "rollover", "reanchor", "rut_recovery", "freeze_recovery", "reanchor_failed"]
+        "warning",
+        "rollover",
+        "reanchor",
+        "rut_recovery",
+        "freeze_recovery",
+        "reanchor_failed",
+    ]
     assert DiagnosticKind.RUT_RECOVERY == "rut_recovery"  # a str: metric labels and warning codes unchanged
 
 
@@ -59,16 +65,20 @@ def test_interim_stability_keeps_its_wire_strings() -> None:
     assert wire == "revisable" and InterimStability.from_wire(wire) is InterimStability.REVISABLE
     assert EngineInfo("fake", "m", 1, ()).interim_stability == "append_only"
     assert InterimStability.from_wire("something newer") is InterimStability.NONE
-    assert interim_stability("append_only") == interim_stability(InterimStability.APPEND_ONLY) \
+    assert (
+        interim_stability("append_only")
+        == interim_stability(InterimStability.APPEND_ONLY)
         == pb.INTERIM_STABILITY_APPEND_ONLY
+    )
     assert interim_stability("") == interim_stability("something newer") == pb.INTERIM_STABILITY_UNSPECIFIED
 
 
 def test_the_status_crosses_the_wire_typed() -> None:
     runtime = PositionRuntime("R", False, "auto", (KvGroupRuntime("decoder", 128, 128, "B", "L", "float32"),))
     info = EngineInfo("voxtral", "m", 4, ("en",), position_mode=PositionMode.REANCHOR, position_runtime=runtime)
-    status = EngineStatus(admitting=False, refusal="a session lags",
-                          sessions=(SessionStat("s1", 1000, 2, 50, PositionMode.REANCHOR),))
+    status = EngineStatus(
+        admitting=False, refusal="a session lags", sessions=(SessionStat("s1", 1000, 2, 50, PositionMode.REANCHOR),)
+    )
     wire = status_to_proto(info, status, {"sessions_active": 1}, active_sessions=1, opening_sessions=0, pid=9)
     wire = engine_pb2.GetStatusResponse.FromString(wire.SerializeToString())
     assert status_from_proto(wire) == status
@@ -94,8 +104,9 @@ async def test_light_engines_say_whether_they_admit(tmp_path: Path) -> None:
 
 
 def test_the_service_starts_the_sidecar_as_its_own_module() -> None:
-    cmd = sidecar_command(Config(engine="voxtral", preset="16gb", engine_options=("max_num_seqs=2", "x=y")),
-                          Path("/run/x.sock"))
+    cmd = sidecar_command(
+        Config(engine="voxtral", preset="16gb", engine_options=("max_num_seqs=2", "x=y")), Path("/run/x.sock")
+    )
     assert cmd[1:3] == ["-m", "engine_sidecar"]
     assert cmd[cmd.index("--socket") + 1] == "/run/x.sock"
     assert cmd[-6:] == ["--preset", "16gb", "--engine-option", "max_num_seqs=2", "--engine-option", "x=y"]
@@ -110,25 +121,34 @@ def _top(name: str) -> str:
 
 
 def test_the_service_imports_the_sidecar_only_in_its_composition_root() -> None:
-    offenders = [str(p.relative_to(ROOT)) for p in _modules("service")
-                 if p != ROOT / "service" / "cli.py" and "engine_sidecar" in {_top(n) for n in imported_modules(p)}]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in _modules("service")
+        if p != ROOT / "service" / "cli.py" and "engine_sidecar" in {_top(n) for n in imported_modules(p)}
+    ]
     assert offenders == []
 
 
 def test_the_sidecar_and_the_contract_never_import_the_service() -> None:
     for package, forbidden in (("engine_sidecar", {"service"}), ("engine_api", {"service", "engine_sidecar"})):
-        offenders = [str(p.relative_to(ROOT)) for p in _modules(package)
-                     if {_top(n) for n in imported_modules(p)} & forbidden]
+        offenders = [
+            str(p.relative_to(ROOT)) for p in _modules(package) if {_top(n) for n in imported_modules(p)} & forbidden
+        ]
         assert offenders == [], package
 
 
 def test_only_the_client_package_imports_its_private_stubs() -> None:
     client = ROOT / "clients" / "python" / "voxgate_client"
-    paths = [p for d in ("service", "engine_sidecar", "engine_api", "tests", "bench", "scripts")
-             for p in sorted((ROOT / d).rglob("*.py"))]
-    offenders = [str(p.relative_to(ROOT)) for p in paths
-                 if not p.is_relative_to(client)
-                 and any(n.startswith("voxgate_client._proto") for n in imported_modules(p))]
+    paths = [
+        p
+        for d in ("service", "engine_sidecar", "engine_api", "tests", "bench", "scripts")
+        for p in sorted((ROOT / d).rglob("*.py"))
+    ]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in paths
+        if not p.is_relative_to(client) and any(n.startswith("voxgate_client._proto") for n in imported_modules(p))
+    ]
     assert offenders == []
 
 

@@ -62,7 +62,7 @@ async def test_outputs_flush_and_close_in_order(name: str) -> None:
 async def test_abort_ends_outputs_and_frees_the_session(name: str) -> None:
     engine = await started(name)
     session = await engine.open_session("t", "en-US")
-    await session.push_audio(speech_for(name)[:CHUNK * 5], True)
+    await session.push_audio(speech_for(name)[: CHUNK * 5], True)
     await session.abort()
     drained = [o async for o in session.outputs()]
     assert not any(isinstance(o, Closed) for o in drained)
@@ -121,7 +121,7 @@ async def test_sphinx_ends_an_utterance_with_the_decoders_own_final_hypothesis(n
     session = await engine.open_session("t", "en-US")
     reader = asyncio.create_task(_collect(session.outputs()))
     for i in range(0, len(audio), CHUNK):
-        await session.push_audio(audio[i:i + CHUNK], True)
+        await session.push_audio(audio[i : i + CHUNK], True)
     await session.close()
     assert utterance_texts(await asyncio.wait_for(reader, 30)) == [sphinx_final(audio)]
 

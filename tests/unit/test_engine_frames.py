@@ -60,6 +60,7 @@ class _BrokenEngine(FakeEngine):
 @dataclass
 class Sidecar:
     """One engine served as engine_sidecar/process/serving.py serves it."""
+
     servicer: EngineServicer
     frames: FramesServer
     server: grpc.aio.Server
@@ -119,7 +120,7 @@ async def open_link(sidecar: Sidecar) -> EngineLink:
 
 async def run(link: EngineLink, audio: bytes) -> list[EngineOutput]:
     for i in range(0, len(audio), CHUNK):
-        await link.send_audio(audio[i:i + CHUNK], True)
+        await link.send_audio(audio[i : i + CHUNK], True)
     await link.send_flush(3)
     await link.send_close()
     outputs = []
@@ -136,7 +137,7 @@ async def direct(audio: bytes) -> list[EngineOutput]:
     outputs: list[EngineOutput] = []
     collect = asyncio.create_task(_collect(session.outputs(), outputs))
     for i in range(0, len(audio), CHUNK):
-        await session.push_audio(audio[i:i + CHUNK], True)
+        await session.push_audio(audio[i : i + CHUNK], True)
     await session.flush(3)
     await session.close()
     await collect
@@ -212,13 +213,16 @@ async def test_no_frames_socket_is_engine_lost(sidecar: Sidecar) -> None:
         await open_link(sidecar)
 
 
-@pytest.mark.parametrize("garbage", [
-    b"\x05\x00\x00",  # a cut header
-    struct.pack("<I", 50) + b"short",  # a cut body
-    struct.pack("<I", MAX_FRAME_BYTES + 1),  # too large
-    struct.pack("<I", 3) + b"\xff\xff\xff",  # not a SessionInput
-    frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=b"\0\0"))),  # not an Open first
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x05\x00\x00",  # a cut header
+        struct.pack("<I", 50) + b"short",  # a cut body
+        struct.pack("<I", MAX_FRAME_BYTES + 1),  # too large
+        struct.pack("<I", 3) + b"\xff\xff\xff",  # not a SessionInput
+        frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=b"\0\0"))),  # not an Open first
+    ],
+)
 async def test_bytes_that_are_not_a_session_free_everything(sidecar: Sidecar, garbage: bytes) -> None:
     reader, writer = await asyncio.open_unix_connection(str(sidecar.frames_path))
     writer.write(garbage)
@@ -300,7 +304,7 @@ def _random_frames(rng: random.Random) -> list[bytes]:
     for _ in range(rng.randrange(0, 12)):
         roll = rng.random()
         if roll < 0.55:
-            pcm = voiced(0.08)[:rng.randrange(0, CHUNK + 1) & ~1]
+            pcm = voiced(0.08)[: rng.randrange(0, CHUNK + 1) & ~1]
             parts.append(frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=pcm, speech=rng.random() < 0.7))))
         elif roll < 0.65:
             parts.append(frame(epb.SessionInput(flush=epb.Flush(marker=rng.randrange(1 << 20)))))
@@ -312,7 +316,7 @@ def _random_frames(rng: random.Random) -> list[bytes]:
             parts.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))))  # garbage
         elif roll < 0.94:
             whole = frame(epb.SessionInput(audio=epb.AudioChunk(pcm16=voiced(0.08))))
-            parts.append(whole[:rng.randrange(1, len(whole))])  # a frame cut short
+            parts.append(whole[: rng.randrange(1, len(whole))])  # a frame cut short
         else:
             parts.append(struct.pack("<I", rng.randrange(MAX_FRAME_BYTES + 1, 1 << 32)))  # a length too large
     return parts
@@ -349,10 +353,12 @@ async def test_random_traffic_and_hang_ups_at_random_moments_leave_nothing_behin
 
 def test_each_process_raises_its_open_files_limit_to_the_hard_one() -> None:
     """A soft limit of 256 (systemd starts services with 1024) would cap a process near 120 sessions."""
-    code = ("import resource; from engine_api.sockets import allow_open_files; "
-            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
-            "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)); "
-            "print(allow_open_files(), hard)")
+    code = (
+        "import resource; from engine_api.sockets import allow_open_files; "
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)); "
+        "print(allow_open_files(), hard)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True)
     now, hard = out.stdout.split()
     assert int(now) > 256

@@ -23,7 +23,7 @@ def fake_nvidia_smi(tmp: Path, gpus: int) -> str:
     """A PATH whose nvidia-smi lists `gpus` GPUs the way the real one does."""
     exe = tmp / "nvidia-smi"
     lines = "".join(f"echo 'GPU {i}: NVIDIA H200 (UUID: GPU-{i:08x})'\n" for i in range(gpus))
-    exe.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 2\n{lines}")
+    exe.write_text(f'#!/bin/sh\n[ "$1" = -L ] || exit 2\n{lines}')
     exe.chmod(0o755)
     return str(tmp)
 
@@ -35,15 +35,17 @@ def test_one_engine_by_default_unpinned_on_the_given_socket() -> None:
 
 def test_engines_n_each_with_its_own_socket() -> None:
     specs = engine_specs(Config(engines=3, sidecar_socket="/run/e.sock"))
-    assert [(s.gpu, s.socket) for s in specs] == [(None, "/run/e.sock.0"), (None, "/run/e.sock.1"),
-                                                   (None, "/run/e.sock.2")]
+    assert [(s.gpu, s.socket) for s in specs] == [
+        (None, "/run/e.sock.0"),
+        (None, "/run/e.sock.1"),
+        (None, "/run/e.sock.2"),
+    ]
     assert [s.socket for s in engine_specs(Config(engines=2))] == ["", ""]  # each a private temp dir
 
 
 def test_gpus_pin_one_engine_each() -> None:
     specs = engine_specs(Config(gpus="2, 5"), environ={})
-    assert [(s.index, s.env) for s in specs] == [(0, {"CUDA_VISIBLE_DEVICES": "2"}),
-                                                 (1, {"CUDA_VISIBLE_DEVICES": "5"})]
+    assert [(s.index, s.env) for s in specs] == [(0, {"CUDA_VISIBLE_DEVICES": "2"}), (1, {"CUDA_VISIBLE_DEVICES": "5"})]
     assert len(engine_specs(Config(gpus="0,1", engines=2), environ={})) == 2  # consistent: fine
 
 
@@ -108,15 +110,25 @@ def test_the_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch)
 def test_gpus_all_without_nvidia_smi_fails_clearly(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}  # no nvidia-smi anywhere
     env.pop("CUDA_VISIBLE_DEVICES", None)  # set, it would be the list
-    done = subprocess.run([sys.executable, "-m", "service", "serve", "--port", "0", "--gpus", "all"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "serve", "--port", "0", "--gpus", "all"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "--gpus all: nvidia-smi is not on PATH" in done.stderr
 
 
 def test_placement_prefers_room_then_free_capacity_then_fewest_placed() -> None:
-    loads = [EngineLoad(0, admitting=True, free=3, placed=5), EngineLoad(1, admitting=True, free=7, placed=9),
-             EngineLoad(2, admitting=False, free=10, placed=0), EngineLoad(3, admitting=True, free=7, placed=2)]
+    loads = [
+        EngineLoad(0, admitting=True, free=3, placed=5),
+        EngineLoad(1, admitting=True, free=7, placed=9),
+        EngineLoad(2, admitting=False, free=10, placed=0),
+        EngineLoad(3, admitting=True, free=7, placed=2),
+    ]
     assert placement_order(loads) == [3, 1, 0, 2]
     full = [EngineLoad(0, admitting=True, free=0, placed=4), EngineLoad(1, admitting=True, free=1, placed=8)]
     assert placement_order(full) == [1, 0]
@@ -124,19 +136,24 @@ def test_placement_prefers_room_then_free_capacity_then_fewest_placed() -> None:
 
 def frontends_status(sockets: list[str], index: int = 0) -> engine_pb2.GetStatusResponse:
     """A front end's GetStatus answer, as a sidecar with len(sockets) front ends gives it."""
-    return engine_pb2.GetStatusResponse(engine="voxtral", frontend_sockets=sockets,
-                                        counters={FRONTEND_INDEX: index, FRONTENDS: len(sockets)})
+    return engine_pb2.GetStatusResponse(
+        engine="voxtral", frontend_sockets=sockets, counters={FRONTEND_INDEX: index, FRONTENDS: len(sockets)}
+    )
 
 
 def test_each_front_end_a_status_lists_becomes_an_attached_placement_target_once() -> None:
     pool = EnginePool(Config(engine="voxtral", engines=2, sidecar_socket="/run/e.sock"), lambda _ready: None)
     assert [(str(t.socket), t.frontend, t.attached) for t in pool.engines] == [
-        ("/run/e.sock.0", None, False), ("/run/e.sock.1", None, False)]
+        ("/run/e.sock.0", None, False),
+        ("/run/e.sock.1", None, False),
+    ]
     sockets = ["/run/e.sock.0", "/run/e.sock.0.a", "/run/e.sock.0.b"]  # whatever names the sidecar chose
     pool.engines[0]._take_status(frontends_status(sockets))
     new = pool._follow_front_ends()
     assert [(str(t.socket), t.frontend, t.attached) for t in new] == [
-        ("/run/e.sock.0.a", 1, True), ("/run/e.sock.0.b", 2, True)]
+        ("/run/e.sock.0.a", 1, True),
+        ("/run/e.sock.0.b", 2, True),
+    ]
     assert pool.engines[0].frontend == 0 and [pool._engine_of(n) for n in range(4)] == [0, 1, 0, 0]
     # The next status changes nothing; an attached front end's own status adds no target.
     pool.engines[0]._take_status(frontends_status(sockets))
@@ -159,12 +176,15 @@ def test_several_voxtral_engines_on_the_cpu_each_get_their_own_cores() -> None:
     assert [s.cpus for s in many] == ["0,1", "2,3", "4,5"]  # 6 and 7 left to EngineCores, front ends, the service
 
 
-@pytest.mark.parametrize("config, environ", [
-    (Config(engine="voxtral"), {}),  # one engine: vLLM's own binding
-    (Config(engine="voxtral", engines=2), {"VLLM_CPU_OMP_THREADS_BIND": "0-3|4-7"}),  # the operator's choice
-    (Config(engine="fake", engines=2), {}),  # not vLLM
-    (Config(engine="voxtral", gpus="0,1"), {}),  # on GPUs (vLLM's CUDA build reads no CPU binding)
-])
+@pytest.mark.parametrize(
+    "config, environ",
+    [
+        (Config(engine="voxtral"), {}),  # one engine: vLLM's own binding
+        (Config(engine="voxtral", engines=2), {"VLLM_CPU_OMP_THREADS_BIND": "0-3|4-7"}),  # the operator's choice
+        (Config(engine="fake", engines=2), {}),  # not vLLM
+        (Config(engine="voxtral", gpus="0,1"), {}),  # on GPUs (vLLM's CUDA build reads no CPU binding)
+    ],
+)
 def test_cores_are_chosen_only_for_several_voxtral_engines_on_the_cpu(config: Config, environ: dict[str, str]) -> None:
     specs = engine_specs(config, environ=environ, allowed=lambda: set(range(8)))
     assert all(s.cpus is None and "VLLM_CPU_OMP_THREADS_BIND" not in s.env for s in specs)

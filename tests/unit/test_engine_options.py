@@ -24,8 +24,18 @@ def sidecar_args(*argv: str, environ: dict[str, str] | None = None, engine: str 
 
 
 def test_a_preset_then_the_named_flags_then_engine_option_items_each_later_one_winning() -> None:
-    args = sidecar_args("--preset", "16gb", "--max-num-seqs", "3", "--max-model-len", "1024",
-                        "--engine-option", "max_model_len=2048", "--engine-option", "rut_blank_frames=300")
+    args = sidecar_args(
+        "--preset",
+        "16gb",
+        "--max-num-seqs",
+        "3",
+        "--max-model-len",
+        "1024",
+        "--engine-option",
+        "max_model_len=2048",
+        "--engine-option",
+        "rut_blank_frames=300",
+    )
     options = engine_options(args)
     assert options is not None
     assert (options.max_num_seqs, options.max_model_len, options.rut_blank_frames) == (3, 2048, 300)
@@ -40,20 +50,33 @@ def test_what_serve_passes_on_reads_back_the_same_in_the_sidecar() -> None:
 
 
 def test_every_engine_flag_reads_its_environment_variable() -> None:
-    args = sidecar_args(environ={"VOXGATE_PRESET": "16gb", "VOXGATE_MAX_NUM_SEQS": "2", "VOXGATE_NO_REANCHOR": "1",
-                                 "VOXGATE_ENGINE_OPTION": "rut_blank_frames=7 stall_timeout_s=3.5"})
+    args = sidecar_args(
+        environ={
+            "VOXGATE_PRESET": "16gb",
+            "VOXGATE_MAX_NUM_SEQS": "2",
+            "VOXGATE_NO_REANCHOR": "1",
+            "VOXGATE_ENGINE_OPTION": "rut_blank_frames=7 stall_timeout_s=3.5",
+        }
+    )
     options = engine_options(args)
     assert options is not None
     assert (options.max_num_seqs, options.reanchor, options.rut_blank_frames, options.stall_timeout_s) == (
-        2, False, 7, 3.5)
+        2,
+        False,
+        7,
+        3.5,
+    )
     assert sidecar_args("--max-num-seqs", "5", environ={"VOXGATE_MAX_NUM_SEQS": "2"}).max_num_seqs == 5
 
 
-@pytest.mark.parametrize(("argv", "said"), [
-    (("--engine-option", "no_such_option=1"), "unknown voxtral option 'no_such_option'"),
-    (("--engine-option", "max_num_seqs"), "--engine-option wants KEY=VALUE"),
-    (("--max-num-seqs", "0"), "max_num_seqs must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--engine-option", "no_such_option=1"), "unknown voxtral option 'no_such_option'"),
+        (("--engine-option", "max_num_seqs"), "--engine-option wants KEY=VALUE"),
+        (("--max-num-seqs", "0"), "max_num_seqs must be >= 1"),
+    ],
+)
 def test_a_wrong_option_is_a_clear_error(argv: tuple[str, ...], said: str) -> None:
     with pytest.raises(ValueError, match=said):
         engine_options(sidecar_args(*argv))
@@ -66,7 +89,8 @@ def test_another_engine_takes_no_engine_options() -> None:
 
 
 def test_voxgate_serve_refuses_wrong_engine_options_before_starting_anything(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert voxgate(["serve", "--engine", "voxtral", "--engine-option", "no_such_option=1"]) == 2
     assert "voxgate serve: unknown voxtral option 'no_such_option'" in capsys.readouterr().err
     assert voxgate(["serve", "--engine", "fake", "--max-model-len", "512"]) == 2
@@ -74,5 +98,10 @@ def test_voxgate_serve_refuses_wrong_engine_options_before_starting_anything(
 
 
 def test_values_are_json_where_they_parse_else_strings() -> None:
-    assert parse_items(["a=1", "b=true", "c=auto", "d={\"x\": 1}", "e="]) == {
-        "a": 1, "b": True, "c": "auto", "d": {"x": 1}, "e": ""}
+    assert parse_items(["a=1", "b=true", "c=auto", 'd={"x": 1}', "e="]) == {
+        "a": 1,
+        "b": True,
+        "c": "auto",
+        "d": {"x": 1},
+        "e": "",
+    }

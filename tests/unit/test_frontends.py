@@ -10,13 +10,15 @@ from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
 
 def client(index: int, count: int, slot: int | None = None) -> FrontEndClient:
-    return FrontEndClient(index=index, count=count, slot=index if slot is None else slot, slots=count + 4,
-                          addresses={})
+    return FrontEndClient(index=index, count=count, slot=index if slot is None else slot, slots=count + 4, addresses={})
 
 
 def test_front_end_0_keeps_the_sidecars_socket_and_the_others_get_a_suffix() -> None:
     assert frontend_sockets("/run/voxgate/engine.sock", 3) == (
-        "/run/voxgate/engine.sock", "/run/voxgate/engine.sock.1", "/run/voxgate/engine.sock.2")
+        "/run/voxgate/engine.sock",
+        "/run/voxgate/engine.sock.1",
+        "/run/voxgate/engine.sock.2",
+    )
     assert frontend_sockets("/s", 1) == ("/s",)
     with pytest.raises(ValueError):
         frontend_socket("/s", -1)

@@ -78,8 +78,11 @@ def import_graph() -> dict[str, set[str]]:
     # `from pkg import sub` yields both pkg and pkg.sub: keep the package only where a name of its own is used
     for name, targets in graph.items():
         for target in list(targets):
-            if mods[target].is_package and any(t.startswith(target + ".") for t in targets) and not _uses_package(
-                    mods[name], target):
+            if (
+                mods[target].is_package
+                and any(t.startswith(target + ".") for t in targets)
+                and not _uses_package(mods[name], target)
+            ):
                 targets.discard(target)
     return graph
 
@@ -180,19 +183,33 @@ def test_cycle_finder_finds_one() -> None:
 
 
 def test_no_import_up_a_layer() -> None:
-    upward = [f"{src} -> {dst}" for src, targets in import_graph().items() for dst in targets
-              if layer(dst) > layer(src)]
+    upward = [
+        f"{src} -> {dst}" for src, targets in import_graph().items() for dst in targets if layer(dst) > layer(src)
+    ]
     assert upward == []
 
 
 def test_the_service_and_the_sidecar_import_nothing_of_each_other() -> None:
-    crossing = [f"{src} -> {dst}" for src, targets in import_graph().items() for dst in targets
-                if src != "service.cli" and (src.startswith("service") and dst.startswith("engine_sidecar")
-                                             or src.startswith("engine_sidecar") and dst.startswith("service"))]
+    crossing = [
+        f"{src} -> {dst}"
+        for src, targets in import_graph().items()
+        for dst in targets
+        if src != "service.cli"
+        and (
+            src.startswith("service")
+            and dst.startswith("engine_sidecar")
+            or src.startswith("engine_sidecar")
+            and dst.startswith("service")
+        )
+    ]
     assert crossing == []
 
 
 def test_engines_import_no_other_engine() -> None:
-    crossing = [f"{src} -> {dst}" for src, targets in import_graph().items() for dst in targets
-                if (a := engine_of(src)) and (b := engine_of(dst)) and a != b]
+    crossing = [
+        f"{src} -> {dst}"
+        for src, targets in import_graph().items()
+        for dst in targets
+        if (a := engine_of(src)) and (b := engine_of(dst)) and a != b
+    ]
     assert crossing == []

@@ -21,10 +21,19 @@ def test_a_token_names_its_worker_and_only_another_one_is_relayed_to() -> None:
 
 
 def test_the_callers_credentials_travel_but_not_the_transports_headers() -> None:
-    metadata = [("authorization", "Bearer t"), ("x-goog-api-key", "k"), ("user-agent", "grpc-python"),
-                ("grpc-accept-encoding", "gzip"), (":authority", "h"), ("x-trace-bin", b"\x01")]
-    assert forwarded_metadata(metadata) == (("authorization", "Bearer t"), ("x-goog-api-key", "k"),
-                                            ("x-trace-bin", b"\x01"))
+    metadata = [
+        ("authorization", "Bearer t"),
+        ("x-goog-api-key", "k"),
+        ("user-agent", "grpc-python"),
+        ("grpc-accept-encoding", "gzip"),
+        (":authority", "h"),
+        ("x-trace-bin", b"\x01"),
+    ]
+    assert forwarded_metadata(metadata) == (
+        ("authorization", "Bearer t"),
+        ("x-goog-api-key", "k"),
+        ("x-trace-bin", b"\x01"),
+    )
 
 
 def test_the_reserved_port_is_shared_only_with_reuseport_sockets() -> None:

@@ -49,33 +49,82 @@ GIB, MIB = 1 << 30, 1 << 20
 def tiny_params_json() -> dict[str, Any]:
     """The tiny test checkpoint's params.json (notes: vllm-voxtral.md), Mistral layout."""
     return {
-        "dim": 128, "n_layers": 2, "head_dim": 32, "hidden_dim": 256, "n_heads": 4, "n_kv_heads": 2,
-        "rope_theta": 1e6, "norm_eps": 1e-5, "vocab_size": 2000, "tied_embeddings": True, "sliding_window": 128,
-        "model_max_length": 131072, "causal": True, "use_biases": False,
-        "ada_rms_norm_t_cond": True, "ada_rms_norm_t_cond_dim": 8,
-        "multimodal": {"whisper_model_args": {
-            "encoder_args": {
-                "audio_encoding_args": {"sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": 128,
-                                        "hop_length": 160, "window_size": 400, "global_log_mel_max": 1.5,
-                                        "transcription_format": "streaming"},
-                "dim": 64, "n_layers": 2, "head_dim": 32, "hidden_dim": 128, "n_heads": 2, "vocab_size": 2000,
-                "n_kv_heads": 2, "use_biases": True, "rope_theta": 1e6, "causal": True, "norm_eps": 1e-5,
-                "pos_embed": "rope", "max_source_positions": None, "ffn_type": "swiglu", "norm_type": "rms_norm",
-                "sliding_window": 64,
-            },
-            "downsample_args": {"downsample_factor": 4},
-        }},
+        "dim": 128,
+        "n_layers": 2,
+        "head_dim": 32,
+        "hidden_dim": 256,
+        "n_heads": 4,
+        "n_kv_heads": 2,
+        "rope_theta": 1e6,
+        "norm_eps": 1e-5,
+        "vocab_size": 2000,
+        "tied_embeddings": True,
+        "sliding_window": 128,
+        "model_max_length": 131072,
+        "causal": True,
+        "use_biases": False,
+        "ada_rms_norm_t_cond": True,
+        "ada_rms_norm_t_cond_dim": 8,
+        "multimodal": {
+            "whisper_model_args": {
+                "encoder_args": {
+                    "audio_encoding_args": {
+                        "sampling_rate": 16000,
+                        "frame_rate": 12.5,
+                        "num_mel_bins": 128,
+                        "hop_length": 160,
+                        "window_size": 400,
+                        "global_log_mel_max": 1.5,
+                        "transcription_format": "streaming",
+                    },
+                    "dim": 64,
+                    "n_layers": 2,
+                    "head_dim": 32,
+                    "hidden_dim": 128,
+                    "n_heads": 2,
+                    "vocab_size": 2000,
+                    "n_kv_heads": 2,
+                    "use_biases": True,
+                    "rope_theta": 1e6,
+                    "causal": True,
+                    "norm_eps": 1e-5,
+                    "pos_embed": "rope",
+                    "max_source_positions": None,
+                    "ffn_type": "swiglu",
+                    "norm_type": "rms_norm",
+                    "sliding_window": 64,
+                },
+                "downsample_args": {"downsample_factor": 4},
+            }
+        },
     }
 
 
 def real_params_json() -> dict[str, Any]:
     """The published Voxtral-Mini-4B-Realtime-2602 params.json (the values the built-in constant cites)."""
     raw = tiny_params_json()
-    raw.update(dim=3072, n_layers=26, head_dim=128, hidden_dim=9216, n_heads=32, n_kv_heads=8, vocab_size=131072,
-               sliding_window=8192, ada_rms_norm_t_cond_dim=32)
+    raw.update(
+        dim=3072,
+        n_layers=26,
+        head_dim=128,
+        hidden_dim=9216,
+        n_heads=32,
+        n_kv_heads=8,
+        vocab_size=131072,
+        sliding_window=8192,
+        ada_rms_norm_t_cond_dim=32,
+    )
     enc = raw["multimodal"]["whisper_model_args"]["encoder_args"]
-    enc.update(dim=1280, n_layers=32, head_dim=64, hidden_dim=5120, n_heads=32, n_kv_heads=32, vocab_size=131072,
-               sliding_window=750)
+    enc.update(
+        dim=1280,
+        n_layers=32,
+        head_dim=64,
+        hidden_dim=5120,
+        n_heads=32,
+        n_kv_heads=32,
+        vocab_size=131072,
+        sliding_window=750,
+    )
     return raw
 
 
@@ -224,8 +273,9 @@ def test_tiny_model_kv_per_stream(tiny: VoxtralParams) -> None:
 
 
 @pytest.mark.parametrize(("block", "groups"), [(128, (512, 128)), (32, (128, 32)), (16, (64, 16))])
-def test_tiny_block_sizes_match_what_the_prototype_saw(tiny: VoxtralParams, block: int,
-                                                      groups: tuple[int, int]) -> None:
+def test_tiny_block_sizes_match_what_the_prototype_saw(
+    tiny: VoxtralParams, block: int, groups: tuple[int, int]
+) -> None:
     # notes (reanchor-map): tiny model, block size 128 → groups (512, 128); block size 32 → (128, 32)
     dec, enc = kv_groups(tiny, block_size=block)
     assert (dec.block_size, enc.block_size) == groups
@@ -252,11 +302,23 @@ def test_fp8_kv_halves_the_pages() -> None:
 # ---------------------------------------------------------------- sizes
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("16GiB", 17_179_869_184), ("16GB", 17_179_869_184), ("16G", 17_179_869_184), ("80G", 85_899_345_920),
-    ("24576MiB", 25_769_803_776), ("24576M", 25_769_803_776), ("1.5GiB", 1_610_612_736), ("16 gib", 16 * GIB),
-    ("1TiB", 1 << 40), ("512KiB", 524_288), ("1024", 1024), ("100B", 100),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("16GiB", 17_179_869_184),
+        ("16GB", 17_179_869_184),
+        ("16G", 17_179_869_184),
+        ("80G", 85_899_345_920),
+        ("24576MiB", 25_769_803_776),
+        ("24576M", 25_769_803_776),
+        ("1.5GiB", 1_610_612_736),
+        ("16 gib", 16 * GIB),
+        ("1TiB", 1 << 40),
+        ("512KiB", 524_288),
+        ("1024", 1024),
+        ("100B", 100),
+    ],
+)
 def test_parse_size(text: str, value: int) -> None:
     assert parse_size(text) == value
 
@@ -285,8 +347,10 @@ def test_preset_invariants(preset: EnginePreset) -> None:
     kwargs = preset.engine_kwargs()
     assert kwargs["enable_prefix_caching"] is False
     assert kwargs["compilation_config"] == {"cudagraph_mode": "PIECEWISE"}
-    assert kwargs["hf_overrides"] == {"text_config": {"sliding_window": preset.decoder_window},
-                                      "audio_config": {"sliding_window": preset.encoder_window}}
+    assert kwargs["hf_overrides"] == {
+        "text_config": {"sliding_window": preset.decoder_window},
+        "audio_config": {"sliding_window": preset.encoder_window},
+    }
 
 
 def test_16gb_is_the_linto_recipe() -> None:
@@ -323,9 +387,16 @@ def test_cli_text_prints_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--gpu-memory", "16GiB", "--preset", "16gb"]) == 0
     out = capsys.readouterr().out
     serve = next(line for line in out.splitlines() if "voxgate serve" in line and "--decoder-window 512" in line)
-    for flag in ("--preset 16gb", "--max-num-seqs 4", "--max-model-len 8192", "--max-num-batched-tokens 2048",
-                 "--decoder-window 512", "--encoder-window 256", "--gpu-memory-utilization 0.9",
-                 "--kv-cache-dtype auto"):
+    for flag in (
+        "--preset 16gb",
+        "--max-num-seqs 4",
+        "--max-model-len 8192",
+        "--max-num-batched-tokens 2048",
+        "--decoder-window 512",
+        "--encoder-window 256",
+        "--gpu-memory-utilization 0.9",
+        "--kv-cache-dtype auto",
+    ):
         assert flag in serve
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve" in out
     assert "--no-enable-prefix-caching" in out
@@ -349,8 +420,10 @@ def test_cli_json_builtin_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows[8192, 750]["kv_bytes_per_stream"] == 1_895_825_408
     assert rows[8192, 750]["kv_bytes_per_stream_exact"] == 1_092_222_976
     assert rows[8192, 750]["engine"]["max_num_seqs"] == 33  # lowered to what memory admits
-    assert rows[1024, 512]["engine"]["hf_overrides"] == {"text_config": {"sliding_window": 1024},
-                                                         "audio_config": {"sliding_window": 512}}
+    assert rows[1024, 512]["engine"]["hf_overrides"] == {
+        "text_config": {"sliding_window": 1024},
+        "audio_config": {"sliding_window": 512},
+    }
     # the same dimensions for the hub id and for no --model
     assert plan_json(capsys, "--gpu-memory", "80G", "--model", HUB_ID)["presets"] == plan["presets"]
 
@@ -359,8 +432,19 @@ def test_cli_json_tiny_dir(capsys: pytest.CaptureFixture[str], tiny_dir: Path) -
     # 2 MiB × 0.9 = 1,887,436.8 → 1,887,436; − weights 1,445,888 − reserve 0 = 441,548 B of KV
     # 128/64: 441,548 / 262,144 = 1.68 → 1 stream; the preset's 512/256 on the tiny model:
     #   decoder ceil(512/64) + 1 = 9, encoder ceil(256/16) + 1 = 17 → 26 × 32,768 = 851,968 B → 0 streams
-    plan = plan_json(capsys, "--model", str(tiny_dir), "--gpu-memory", "2MiB", "--preset", "16gb",
-                     "--reserve", "0", "--window", "128/64")
+    plan = plan_json(
+        capsys,
+        "--model",
+        str(tiny_dir),
+        "--gpu-memory",
+        "2MiB",
+        "--preset",
+        "16gb",
+        "--reserve",
+        "0",
+        "--window",
+        "128/64",
+    )
     (pre,) = plan["presets"]
     assert (plan["weight_source"], pre["kv_budget_bytes"]) == ("estimated from params", 441_548)
     rows = {r["label"]: r for r in pre["rows"]}

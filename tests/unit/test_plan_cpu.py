@@ -41,7 +41,22 @@ def test_a_box_measured_costs_replace_the_defaults(capsys: pytest.CaptureFixture
     plan = cpu_plan(cores=16, gpus=1, streams_per_gpu=335, front_end_mc=30, service_mc=10)
     assert plan.cpu_streams == 15000 // 40 and (plan.front_end_mc, plan.service_mc) == (30, 10)
     assert plan.front_ends_per_engine == 13 and plan.streams_per_front_end == 26  # 335 / (800 // 30)
-    assert main(["--gpu-memory", "141GiB", "--preset", "datacenter", "--cpu-cores", "16", "--front-end-mc", "30",
-                 "--service-mc", "10"]) == 0
+    assert (
+        main(
+            [
+                "--gpu-memory",
+                "141GiB",
+                "--preset",
+                "datacenter",
+                "--cpu-cores",
+                "16",
+                "--front-end-mc",
+                "30",
+                "--service-mc",
+                "10",
+            ]
+        )
+        == 0
+    )
     assert "(30 + 10 millicores each" in capsys.readouterr().out
     assert main(["--gpu-memory", "141GiB", "--front-end-mc", "0"]) == 2

@@ -18,8 +18,7 @@ ROW = re.compile(r"^\| `--([a-z0-9-]+)`[^|]* \| [^|]+ \| ([^|]+) \|")
 def documented_defaults() -> dict[str, str]:
     text = (ROOT / "docs" / "configuration.md").read_text()
     table = text.split("<!-- flags:begin -->", 1)[1].split("<!-- flags:end -->", 1)[0]
-    return {m.group(1).replace("-", "_"): m.group(2).strip() for line in table.splitlines()
-            if (m := ROW.match(line))}
+    return {m.group(1).replace("-", "_"): m.group(2).strip() for line in table.splitlines() if (m := ROW.match(line))}
 
 
 def test_every_config_field_is_documented_with_its_default() -> None:

@@ -23,8 +23,12 @@ def event(seq: int, tag: str = "r1", tokens: int = 128, clock: int = 160) -> dic
 
 
 def test_shifts_every_rank_applied_are_events_and_nothing_else_is_reported() -> None:
-    verdict = check({"issued": [issued(1), issued(2, "r2")],
-                     "ranks": [{"events": [event(1), event(2, "r2")]}, {"events": [event(2, "r2"), event(1)]}]})
+    verdict = check(
+        {
+            "issued": [issued(1), issued(2, "r2")],
+            "ranks": [{"events": [event(1), event(2, "r2")]}, {"events": [event(2, "r2"), event(1)]}],
+        }
+    )
     assert [e["seq"] for e in verdict.applied] == [1, 2]
     assert verdict.unacknowledged == []
 
@@ -38,8 +42,9 @@ def test_a_shift_no_rank_applied_is_unacknowledged() -> None:
 
 
 def test_a_shift_one_rank_of_two_missed_is_unacknowledged_naming_that_rank() -> None:
-    verdict = check({"issued": [issued(1), issued(2)],
-                     "ranks": [{"events": [event(1), event(2)]}, {"events": [event(1)]}]})
+    verdict = check(
+        {"issued": [issued(1), issued(2)], "ranks": [{"events": [event(1), event(2)]}, {"events": [event(1)]}]}
+    )
     assert [e["seq"] for e in verdict.applied] == [1]
     (u,) = verdict.unacknowledged
     assert u.seq == 2 and u.missing_ranks == (1,) and "worker rank(s) 1 of 2" in u.describe()
@@ -59,33 +64,51 @@ def test_the_link_hands_events_and_failures_to_their_sessions_in_issue_order_and
     counters = EngineCounters()
     link = ReanchorLink(counters)
     seen: list[tuple[str, int]] = []
-    link.listeners["r1"] = StreamListener(lambda e: seen.append(("event", e["seq"])),
-                                          lambda u: seen.append(("failure", u.seq)))
-    link.dispatch({"issued": [issued(1), issued(2), issued(3, "gone")],
-                   "ranks": [{"events": [event(1), event(3, "gone")]}]})
+    link.listeners["r1"] = StreamListener(
+        lambda e: seen.append(("event", e["seq"])), lambda u: seen.append(("failure", u.seq))
+    )
+    link.dispatch(
+        {"issued": [issued(1), issued(2), issued(3, "gone")], "ranks": [{"events": [event(1), event(3, "gone")]}]}
+    )
     assert seen == [("event", 1), ("failure", 2)]
     assert counters.extra == {"reanchors": 2, "reanchor_unacknowledged": 1}
     assert isinstance(Unacknowledged("r", 1, 1, 1, (0,), 1).describe(), str)
 
 
 def test_what_runs_is_summarised_per_kv_group() -> None:
-    report = {"ok": True, "block_sizes": [128, 32], "windows": [128, 750],
-              "runtime": {"runner": "vllm.v1.worker.cpu_model_runner.CPUModelRunner", "async_scheduling": False,
-                          "backends": ["CPUAttentionBackendImpl", "CPUAttentionBackendImpl"],
-                          "kv_cache_dtype": "auto"},
-              "layers": [{"group": 0, "kind": "decoder", "layout": "token[32·1] dim[64·32]", "dtype": "float32"},
-                         {"group": 1, "kind": "encoder", "layout": "token[32·1] dim[64·32]", "dtype": "float32"}]}
+    report = {
+        "ok": True,
+        "block_sizes": [128, 32],
+        "windows": [128, 750],
+        "runtime": {
+            "runner": "vllm.v1.worker.cpu_model_runner.CPUModelRunner",
+            "async_scheduling": False,
+            "backends": ["CPUAttentionBackendImpl", "CPUAttentionBackendImpl"],
+            "kv_cache_dtype": "auto",
+        },
+        "layers": [
+            {"group": 0, "kind": "decoder", "layout": "token[32·1] dim[64·32]", "dtype": "float32"},
+            {"group": 1, "kind": "encoder", "layout": "token[32·1] dim[64·32]", "dtype": "float32"},
+        ],
+    }
     runtime = runtime_summary(report)
     assert runtime is not None
-    assert runtime.kv_groups[0] == KvGroupRuntime("decoder", 128, 128, "CPUAttentionBackendImpl",
-                                                  "token[32·1] dim[64·32]", "float32")
+    assert runtime.kv_groups[0] == KvGroupRuntime(
+        "decoder", 128, 128, "CPUAttentionBackendImpl", "token[32·1] dim[64·32]", "float32"
+    )
     line = runtime.describe()
     assert "runner vllm.v1.worker.cpu_model_runner.CPUModelRunner, async scheduling off" in line
     assert "group 1 (encoder, block 32, window 750): CPUAttentionBackendImpl, float32, keys token[32·1]" in line
     # A refusal reports what the workers found without layers (no probe ran): backends and geometry only.
-    refused = runtime_summary({"ok": False, "reason": "x", "block_sizes": [128], "windows": [0],
-                               "runtime": {"runner": "V2", "async_scheduling": True, "backends": ["FlashAttn"],
-                                           "kv_cache_dtype": "fp8"}})
+    refused = runtime_summary(
+        {
+            "ok": False,
+            "reason": "x",
+            "block_sizes": [128],
+            "windows": [0],
+            "runtime": {"runner": "V2", "async_scheduling": True, "backends": ["FlashAttn"], "kv_cache_dtype": "fp8"},
+        }
+    )
     assert refused is not None
     assert "keys not probed" in refused.describe() and "async scheduling on" in refused.describe()
     assert runtime_summary({"ok": False, "reason": "x"}) is None
@@ -102,9 +125,20 @@ def test_the_runtime_reaches_the_public_capabilities_and_the_client() -> None:
     status = engine_pb2.GetStatusResponse(position_runtime=runtime_to_proto(runtime))
     caps = speech_pb2.GetCapabilitiesResponse(position_runtime=position_runtime(status))
     assert capabilities_to_dict(caps)["position_runtime"] == {
-        "model_runner": "R", "async_scheduling": False, "kv_cache_dtype": "auto",
-        "kv_groups": [{"kind": "decoder", "block_size": 128, "window": 128, "attention_backend": "B",
-                       "key_layout": "L", "dtype": "float32"}]}
+        "model_runner": "R",
+        "async_scheduling": False,
+        "kv_cache_dtype": "auto",
+        "kv_groups": [
+            {
+                "kind": "decoder",
+                "block_size": 128,
+                "window": 128,
+                "attention_backend": "B",
+                "key_layout": "L",
+                "dtype": "float32",
+            }
+        ],
+    }
     assert position_runtime(engine_pb2.GetStatusResponse()) is None
     assert "position_runtime" not in capabilities_to_dict(speech_pb2.GetCapabilitiesResponse())
 
@@ -115,8 +149,10 @@ def test_front_ends_sharing_a_core_each_get_their_own_shifts_and_acks_and_never_
     from engine_sidecar.engines.voxtral.reanchor.tripwire import Mailbox
 
     box = Mailbox()
-    ranks = [{"events": [event(1, "voxgate.c0-a-0"), event(2, "voxgate.c1-b-0")], "total": 2, "armed": True},
-             {"events": [event(2, "voxgate.c1-b-0"), event(1, "voxgate.c0-a-0")], "total": 2, "armed": True}]
+    ranks = [
+        {"events": [event(1, "voxgate.c0-a-0"), event(2, "voxgate.c1-b-0")], "total": 2, "armed": True},
+        {"events": [event(2, "voxgate.c1-b-0"), event(1, "voxgate.c0-a-0")], "total": 2, "armed": True},
+    ]
     first = box.exchange([issued(1, "voxgate.c0-a-0"), issued(2, "voxgate.c1-b-0")], ranks, "voxgate.c1-")
     second = box.exchange([], [{"events": [], "total": 2, "armed": True}] * 2, "voxgate.c0-")
     again = box.exchange([], [{"events": [], "total": 2, "armed": True}] * 2, "voxgate.c1-")

@@ -52,8 +52,14 @@ def test_finals_and_speech_events_are_never_coalesced() -> None:
     log.append(interim(1, "c d", " d"))
     log.append(final(1, "c d e"))
     items = [item for _, item in read_all(log)]
-    assert items == [SpeechEvent(True, 0), interim(0, "a", "a"), final(0, "a b"), interim(1, "c d", "c d"),
-                     SpeechEvent(False, 900), final(1, "c d e")]
+    assert items == [
+        SpeechEvent(True, 0),
+        interim(0, "a", "a"),
+        final(0, "a b"),
+        interim(1, "c d", "c d"),
+        SpeechEvent(False, 900),
+        final(1, "c d e"),
+    ]
 
 
 def test_a_delivered_entry_is_not_replaced_and_seqs_stay_consecutive() -> None:

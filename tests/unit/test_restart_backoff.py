@@ -68,8 +68,11 @@ class ProcessHost(CoreHost):
     """CoreHost whose front ends are real processes running `target` instead of vLLM front ends."""
 
     def __init__(self, target: Any, frontends: int, spares: int, policy: BackoffPolicy) -> None:
-        super().__init__(argparse.Namespace(socket="/unused"),
-                         VoxtralOptions(frontends=frontends, frontend_spares=spares), restart=policy)
+        super().__init__(
+            argparse.Namespace(socket="/unused"),
+            VoxtralOptions(frontends=frontends, frontend_spares=spares),
+            restart=policy,
+        )
         self.target = target
         self.starts: list[tuple[float, int, int]] = []  # (when, index, slot)
         self._ctx = multiprocessing.get_context("fork")  # type: ignore[assignment]  # fast: no vLLM here
@@ -79,8 +82,9 @@ class ProcessHost(CoreHost):
         proc = self._ctx.Process(target=target, name=f"front end {index}")
         proc.start()
         self._procs[index] = proc
-        self._clients[index] = FrontEndClient(index=index, count=self._k, slot=slot, slots=self._slots,
-                                              addresses={}, orphan_slot=orphan)
+        self._clients[index] = FrontEndClient(
+            index=index, count=self._k, slot=slot, slots=self._slots, addresses={}, orphan_slot=orphan
+        )
         self.starts.append((time.monotonic(), index, slot))
         return None
 

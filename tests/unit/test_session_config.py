@@ -24,22 +24,27 @@ def test_defaults_come_from_the_server() -> None:
 
 def test_client_may_lower_limits_but_not_raise_them() -> None:
     server = Config(max_session_duration_s=3600, max_idle_timeout_s=60)
-    limits = pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=7200),
-                              idle_timeout=duration_pb2.Duration(seconds=5))
+    limits = pb.SessionLimits(
+        max_duration=duration_pb2.Duration(seconds=7200), idle_timeout=duration_pb2.Duration(seconds=5)
+    )
     s = validate(cfg(limits=limits), server, LANGS)
     assert (s.max_duration_s, s.idle_timeout_s) == (3600, 5)
-    limits = pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=10),
-                              idle_timeout=duration_pb2.Duration(seconds=600))
+    limits = pb.SessionLimits(
+        max_duration=duration_pb2.Duration(seconds=10), idle_timeout=duration_pb2.Duration(seconds=600)
+    )
     s = validate(cfg(limits=limits), server, LANGS)
     assert (s.max_duration_s, s.idle_timeout_s) == (10, 60)
 
 
-@pytest.mark.parametrize(("kw", "field"), [
-    ({"limits": pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=-1))}, "config.limits.max_duration"),
-    ({"limits": pb.SessionLimits(idle_timeout=duration_pb2.Duration(seconds=-1))}, "config.limits.idle_timeout"),
-    ({"endpointing": pb.EndpointingConfig(silence_ms=10**6)}, "config.endpointing.silence_ms"),
-    ({"sample_rate_hz": 0}, "config.sample_rate_hz"),
-])
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"limits": pb.SessionLimits(max_duration=duration_pb2.Duration(seconds=-1))}, "config.limits.max_duration"),
+        ({"limits": pb.SessionLimits(idle_timeout=duration_pb2.Duration(seconds=-1))}, "config.limits.idle_timeout"),
+        ({"endpointing": pb.EndpointingConfig(silence_ms=10**6)}, "config.endpointing.silence_ms"),
+        ({"sample_rate_hz": 0}, "config.sample_rate_hz"),
+    ],
+)
 def test_bad_values_name_their_field(kw: dict, field: str) -> None:
     with pytest.raises(StreamError) as info:
         validate(cfg(**kw), Config(), LANGS)
@@ -49,22 +54,36 @@ def test_bad_values_name_their_field(kw: dict, field: str) -> None:
 VOXTRAL = ("en", "zh", "fr")
 
 
-@pytest.mark.parametrize(("requested", "languages", "engine_code"), [
-    ("en", VOXTRAL, "en"), ("EN", VOXTRAL, "en"),
-    ("en-US", VOXTRAL, "en"), ("en_GB", VOXTRAL, "en"), ("fr-CA", VOXTRAL, "fr"),  # Google/Riva clients: a region
-    ("en-US", LANGS, "en-US"), ("en-us", LANGS, "en-US"), ("en_US", LANGS, "en-US"),
-    ("en", LANGS, "en-US"),  # no region asked: the engine's own English
-    ("en-US", ("en-GB", "en-US"), "en-US"),  # exact beats the first of the primary language
-])
-def test_a_language_is_matched_to_the_engines_code(requested: str, languages: tuple[str, ...],
-                                                   engine_code: str) -> None:
+@pytest.mark.parametrize(
+    ("requested", "languages", "engine_code"),
+    [
+        ("en", VOXTRAL, "en"),
+        ("EN", VOXTRAL, "en"),
+        ("en-US", VOXTRAL, "en"),
+        ("en_GB", VOXTRAL, "en"),
+        ("fr-CA", VOXTRAL, "fr"),  # Google/Riva clients: a region
+        ("en-US", LANGS, "en-US"),
+        ("en-us", LANGS, "en-US"),
+        ("en_US", LANGS, "en-US"),
+        ("en", LANGS, "en-US"),  # no region asked: the engine's own English
+        ("en-US", ("en-GB", "en-US"), "en-US"),  # exact beats the first of the primary language
+    ],
+)
+def test_a_language_is_matched_to_the_engines_code(
+    requested: str, languages: tuple[str, ...], engine_code: str
+) -> None:
     assert validate(cfg(language_code=requested), Config(), languages).language_code == engine_code
 
 
-@pytest.mark.parametrize(("requested", "languages"), [
-    ("en-GB", LANGS),  # another region is another model: not silently served by en-US
-    ("de-DE", VOXTRAL), ("e", VOXTRAL), ("english", VOXTRAL),
-])
+@pytest.mark.parametrize(
+    ("requested", "languages"),
+    [
+        ("en-GB", LANGS),  # another region is another model: not silently served by en-US
+        ("de-DE", VOXTRAL),
+        ("e", VOXTRAL),
+        ("english", VOXTRAL),
+    ],
+)
 def test_a_language_the_engine_lacks_is_refused_with_the_list(requested: str, languages: tuple[str, ...]) -> None:
     with pytest.raises(StreamError) as err:
         validate(cfg(language_code=requested), Config(), languages)

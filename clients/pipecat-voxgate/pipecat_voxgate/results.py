@@ -42,8 +42,13 @@ def voxgate_result(r: pb.RecognitionResult, session_id: str, base_s: float) -> V
         return round(base_s + duration_s(offset), 6)
 
     return VoxgateResult(
-        session_id=session_id, result_id=r.result_id, utterance_index=r.utterance_index,
-        is_final=r.is_final, text=r.text.strip(), start_s=at(r.start_offset), end_s=at(r.end_offset),
+        session_id=session_id,
+        result_id=r.result_id,
+        utterance_index=r.utterance_index,
+        is_final=r.is_final,
+        text=r.text.strip(),
+        start_s=at(r.start_offset),
+        end_s=at(r.end_offset),
         revised=r.revised,
         words=tuple(VoxgateWord(w.word, at(w.start_offset), at(w.end_offset)) for w in r.words),
     )

@@ -154,8 +154,11 @@ class VoxgateSTTService(STTService):
         self._finalize_on_vad_stop = finalize_on_vad_stop
         self._max_buffer_s = max_buffer_s
         self._retry_delay_s = retry_delay_s
-        StreamConfig(encoding="linear16", sample_rate_hz=16000,  # validates the options now
-                     endpointing_silence_ms=endpointing_silence_ms)
+        StreamConfig(
+            encoding="linear16",
+            sample_rate_hz=16000,  # validates the options now
+            endpointing_silence_ms=endpointing_silence_ms,
+        )
 
         self._queue: AudioQueue | None = None
         self._sessions_task: asyncio.Task[None] | None = None
@@ -239,8 +242,7 @@ class VoxgateSTTService(STTService):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        if (isinstance(frame, VADUserStoppedSpeakingFrame) and self._finalize_on_vad_stop
-                and self._queue is not None):
+        if isinstance(frame, VADUserStoppedSpeakingFrame) and self._finalize_on_vad_stop and self._queue is not None:
             self._queue.put(FINALIZE)
 
     async def _audio(self) -> AsyncIterator[AudioItem]:
@@ -282,8 +284,7 @@ class VoxgateSTTService(STTService):
                 await self._call_event_handler("on_connection_error", message)
                 category = _PERMANENT.get(e.code())  # type: ignore[attr-defined]
                 if category is not None:
-                    await self.push_error(message, exception=e, category=category,
-                                          force_treat_as_permanent=True)
+                    await self.push_error(message, exception=e, category=category, force_treat_as_permanent=True)
                     return
                 await self.push_error(message, exception=e, category=ErrorCategory.CONNECTIVITY)
                 if self._input_ended or self._ending:
@@ -292,8 +293,9 @@ class VoxgateSTTService(STTService):
             finally:
                 self._close_speech()
                 if self._queue is not None and self._queue.dropped_bytes:
-                    logger.warning(f"{self}: {self._queue.dropped_bytes} bytes of audio dropped "
-                                   f"while no voxgate session took them")
+                    logger.warning(
+                        f"{self}: {self._queue.dropped_bytes} bytes of audio dropped while no voxgate session took them"
+                    )
                     self._queue.dropped_bytes = 0
 
     async def _session(self) -> None:
@@ -336,19 +338,22 @@ class VoxgateSTTService(STTService):
         if not result.is_final:
             if text and self._interim_results:
                 await self._boundaries(self._order.interim(data.start_s))
-                await self.push_frame(InterimTranscriptionFrame(
-                    text, self._user_id, time_now_iso8601(), language, result=data))
+                await self.push_frame(
+                    InterimTranscriptionFrame(text, self._user_id, time_now_iso8601(), language, result=data)
+                )
             return
         if text:
             await self.emit_stt_usage_metrics()
-            await self.push_frame(TranscriptionFrame(
-                text, self._user_id, time_now_iso8601(), language, result=data, finalized=True))
+            await self.push_frame(
+                TranscriptionFrame(text, self._user_id, time_now_iso8601(), language, result=data, finalized=True)
+            )
             await self._handle_transcription(text, True, language)
         await self._boundaries(self._order.final())
 
     @traced_stt
-    async def _handle_transcription(self, transcript: str, is_final: bool,
-                                    language: Language | str | None = None) -> None:
+    async def _handle_transcription(
+        self, transcript: str, is_final: bool, language: Language | str | None = None
+    ) -> None:
         """Tracing hook (an STT span per final transcript)."""
 
     # -- speech segments ---------------------------------------------------------
@@ -368,4 +373,3 @@ class VoxgateSTTService(STTService):
         """The session is over or failed: forget its speech state (no frames from a task being
         torn down)."""
         self._order.reset()
-

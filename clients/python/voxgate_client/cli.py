@@ -185,7 +185,7 @@ def _open_input(args: argparse.Namespace, stream: BinaryIO) -> _Input:
 
 
 def _channel(fields: dict[str, Any]) -> str:
-    """"[ch2] " for a result of separate recognition per channel; "" otherwise."""
+    """ "[ch2] " for a result of separate recognition per channel; "" otherwise."""
     return f"[ch{fields['channel']}] " if fields.get("channel") else ""
 
 

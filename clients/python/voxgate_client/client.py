@@ -148,8 +148,15 @@ class SpeechClient:
         No audio is read from `audio` or sent before the server's first
         response: a refusal comes back before any of it is taken.
         """
-        yield from resuming_stream(self._stub, config, audio, pace=pace, metadata=metadata,
-                                   timeout=timeout, policy=_policy(resume))
+        yield from resuming_stream(
+            self._stub,
+            config,
+            audio,
+            pace=pace,
+            metadata=metadata,
+            timeout=timeout,
+            policy=_policy(resume),
+        )
 
     def transcribe(
         self,
@@ -224,7 +231,12 @@ class AsyncSpeechClient:
         A plain (sync) iterable is drained on the event loop, so it must not block.
         """
         async for response in resuming_stream_async(
-            self._stub, config, audio, pace=pace, metadata=metadata, timeout=timeout,
+            self._stub,
+            config,
+            audio,
+            pace=pace,
+            metadata=metadata,
+            timeout=timeout,
             policy=_policy(resume),
         ):
             yield response

@@ -230,8 +230,14 @@ def _position_runtime(r: speech_pb2.PositionRuntime) -> dict[str, Any]:
         "async_scheduling": r.async_scheduling,
         "kv_cache_dtype": r.kv_cache_dtype,
         "kv_groups": [
-            {"kind": g.kind, "block_size": g.block_size, "window": g.window,
-             "attention_backend": g.attention_backend, "key_layout": g.key_layout, "dtype": g.dtype}
+            {
+                "kind": g.kind,
+                "block_size": g.block_size,
+                "window": g.window,
+                "attention_backend": g.attention_backend,
+                "key_layout": g.key_layout,
+                "dtype": g.dtype,
+            }
             for g in r.kv_groups
         ],
     }

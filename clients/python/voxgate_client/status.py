@@ -22,8 +22,10 @@ from .responses import capabilities_to_dict, error_details, format_error
 from .security import DEFAULT_ADDRESS, add_connection_arguments, connection_from_args
 
 DEFAULT_SERVER = DEFAULT_ADDRESS
-HEALTH_NAMES = {health_pb2.HealthCheckResponse.SERVING: "SERVING",
-                health_pb2.HealthCheckResponse.NOT_SERVING: "NOT_SERVING"}
+HEALTH_NAMES = {
+    health_pb2.HealthCheckResponse.SERVING: "SERVING",
+    health_pb2.HealthCheckResponse.NOT_SERVING: "NOT_SERVING",
+}
 # --check: which gRPC health service answers it ("" is the whole server: liveness).
 CHECKS = {"live": "", "ready": "voxgate.v1.Speech"}
 
@@ -76,12 +78,17 @@ def run_status(args: argparse.Namespace) -> int:
     with connection.channel(args.server) as channel:
         try:
             caps = speech_pb2_grpc.SpeechStub(channel).GetCapabilities(
-                speech_pb2.GetCapabilitiesRequest(), timeout=10, metadata=connection.metadata)
+                speech_pb2.GetCapabilitiesRequest(), timeout=10, metadata=connection.metadata
+            )
         except grpc.RpcError as exc:
             print(f"voxgate status: {format_error(error_details(exc))}", file=sys.stderr)
             return 1
-        status = {"server": args.server, "live": _health(channel, CHECKS["live"], timeout),
-                  "ready": _health(channel, CHECKS["ready"], timeout), **capabilities_to_dict(caps)}
+        status = {
+            "server": args.server,
+            "live": _health(channel, CHECKS["live"], timeout),
+            "ready": _health(channel, CHECKS["ready"], timeout),
+            **capabilities_to_dict(caps),
+        }
     if args.json:
         print(json.dumps(status))
         return 0
@@ -94,11 +101,15 @@ def run_status(args: argparse.Namespace) -> int:
         service, sidecar = cap["service_sessions"], cap["sidecar_slots"]
         engine = cap["engine_sessions"]
         apart = "" if service == sidecar == engine else "  (apart: they agree once sessions end)"
-        print(f"capacity   service {service}, sidecar slots {sidecar}, engine {engine}; "
-              f"mismatches {cap['mismatches']}{apart}")
-    print(f"audio      {', '.join(status.get('encodings', []))}; "
-          f"{status.get('min_sample_rate_hz')}-{status.get('max_sample_rate_hz')} Hz; "
-          f"up to {status.get('max_audio_channel_count')} channel(s)")
+        print(
+            f"capacity   service {service}, sidecar slots {sidecar}, engine {engine}; "
+            f"mismatches {cap['mismatches']}{apart}"
+        )
+    print(
+        f"audio      {', '.join(status.get('encodings', []))}; "
+        f"{status.get('min_sample_rate_hz')}-{status.get('max_sample_rate_hz')} Hz; "
+        f"up to {status.get('max_audio_channel_count')} channel(s)"
+    )
     print(f"languages  {', '.join(status.get('languages', [])) or '?'}")
     if mode := status.get("position_mode"):
         reason = status.get("position_mode_reason")
@@ -106,10 +117,14 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"positions  {text}" + (f" ({reason})" if reason else ""))
     if runtime := status.get("position_runtime"):
         scheduling = "on" if runtime["async_scheduling"] else "off"
-        print(f"runtime    {runtime['model_runner']}, async scheduling {scheduling}, "
-              f"kv cache dtype {runtime['kv_cache_dtype']}")
+        print(
+            f"runtime    {runtime['model_runner']}, async scheduling {scheduling}, "
+            f"kv cache dtype {runtime['kv_cache_dtype']}"
+        )
         for i, g in enumerate(runtime["kv_groups"]):
-            print(f"kv group {i} {g['kind'] or '?'}: block {g['block_size']}, "
-                  f"window {g['window']}, {g['attention_backend'] or '?'}, {g['dtype'] or '?'}, "
-                  f"keys {g['key_layout'] or 'not probed'}")
+            print(
+                f"kv group {i} {g['kind'] or '?'}: block {g['block_size']}, "
+                f"window {g['window']}, {g['attention_backend'] or '?'}, {g['dtype'] or '?'}, "
+                f"keys {g['key_layout'] or 'not probed'}"
+            )
     return 0

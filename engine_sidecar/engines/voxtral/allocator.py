@@ -43,8 +43,9 @@ def child_library(choice: str, cpu: bool, find: Callable[[], str | None] = find_
         return None
     library = find()
     if library is None and choice == "tcmalloc":
-        raise AllocatorMissing("allocator=tcmalloc: no libtcmalloc found (Debian: apt-get install "
-                               "libtcmalloc-minimal4)")
+        raise AllocatorMissing(
+            "allocator=tcmalloc: no libtcmalloc found (Debian: apt-get install libtcmalloc-minimal4)"
+        )
     return library
 
 

@@ -63,8 +63,9 @@ class DirectRender:
         if rate not in (None, SAMPLE_RATE_HZ):  # vLLM would resample; the buffer never asks for it
             raise ValueError(f"a realtime frame at {rate} Hz; the direct renderer takes {SAMPLE_RATE_HZ} Hz")
         samples = np.asarray(frame, dtype=np.float32).ravel()
-        item = MultiModalKwargsItem({"audio_arrays": MultiModalFieldElem(data=torch.from_numpy(samples),
-                                                                         field=self._field)})
+        item = MultiModalKwargsItem(
+            {"audio_arrays": MultiModalFieldElem(data=torch.from_numpy(samples), field=self._field)}
+        )
         return item, PlaceholderRange(offset=0, length=self._audio_config.num_audio_tokens(len(samples)))
 
     async def __call__(self, prompt: dict[str, Any], tag: str) -> Any:
@@ -73,8 +74,11 @@ class DirectRender:
 
         item, placeholder = self.frame(prompt)
         engine_input = mm_input(
-            prompt_token_ids=list(prompt["prompt_token_ids"]), mm_kwargs=MultiModalKwargsItems({"audio": [item]}),
-            mm_hashes={"audio": [tag]}, mm_placeholders={"audio": [placeholder]})
+            prompt_token_ids=list(prompt["prompt_token_ids"]),
+            mm_kwargs=MultiModalKwargsItems({"audio": [item]}),
+            mm_hashes={"audio": [tag]},
+            mm_placeholders={"audio": [placeholder]},
+        )
         engine_input["arrival_time"] = time.time()
         return engine_input
 
@@ -87,10 +91,22 @@ def comparable(engine_input: Mapping[str, Any]) -> dict[str, Any]:
         if key in ("mm_hashes", "arrival_time"):
             continue
         if key == "mm_kwargs":
-            value = {modality: [{name: (type(elem.field).__name__, repr(elem.field), str(elem.data.dtype),
-                                        tuple(elem.data.shape), elem.data.numpy().tobytes())
-                                 for name, elem in item.items()} for item in items]
-                     for modality, items in value.items()}
+            value = {
+                modality: [
+                    {
+                        name: (
+                            type(elem.field).__name__,
+                            repr(elem.field),
+                            str(elem.data.dtype),
+                            tuple(elem.data.shape),
+                            elem.data.numpy().tobytes(),
+                        )
+                        for name, elem in item.items()
+                    }
+                    for item in items
+                ]
+                for modality, items in value.items()
+            }
         out[key] = value
     return out
 
@@ -118,8 +134,10 @@ def sample_prompts(llm: Any) -> list[dict[str, Any]]:
     rng = np.random.default_rng(0)
     first = (rng.standard_normal(len(prefix) * per_tok) * 0.1).astype(np.float32)
     later = (rng.standard_normal(2 * per_tok) * 0.1).astype(np.float32)[: 2 * per_tok - 3]
-    return [{"prompt_token_ids": prefix, "multi_modal_data": {"audio": (first, None)}},
-            {"prompt_token_ids": [prefix[-1]], "multi_modal_data": {"audio": (later, None)}}]
+    return [
+        {"prompt_token_ids": prefix, "multi_modal_data": {"audio": (first, None)}},
+        {"prompt_token_ids": [prefix[-1]], "multi_modal_data": {"audio": (later, None)}},
+    ]
 
 
 async def choose(llm: Any, mode: str) -> tuple[Render, str]:

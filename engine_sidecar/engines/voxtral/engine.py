@@ -55,22 +55,34 @@ def extension_choice(options: VoxtralOptions, version: str) -> tuple[list[str], 
 
 
 class VoxtralEngine:
-    def __init__(self, model: str, max_sessions: int, options: Mapping[str, Any] | VoxtralOptions | None = None,
-                 exit: Callable[[int], None] = os._exit, clock: Callable[[], float] = time.monotonic,
-                 client: FrontEndClient | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        max_sessions: int,
+        options: Mapping[str, Any] | VoxtralOptions | None = None,
+        exit: Callable[[int], None] = os._exit,
+        clock: Callable[[], float] = time.monotonic,
+        client: FrontEndClient | None = None,
+    ) -> None:
         """client: this process is one of K front ends of an engine core another process launched
         (process/core_host.py); None: it launches its own (one front end, the default)."""
         if not model:
-            raise ValueError("the voxtral engine needs --model: a Mistral-format checkpoint directory "
-                             "(e.g. one written by `python -m engine_sidecar.engines.voxtral.tiny_checkpoint DIR`)")
+            raise ValueError(
+                "the voxtral engine needs --model: a Mistral-format checkpoint directory "
+                "(e.g. one written by `python -m engine_sidecar.engines.voxtral.tiny_checkpoint DIR`)"
+            )
         self.options = options if isinstance(options, VoxtralOptions) else VoxtralOptions.from_mapping(options)
         self._model = model
         self._exit = exit
         self._clock = clock
         self._client = client
-        self.info = EngineInfo(name="voxtral", model=model, max_sessions=self._share(min(max_sessions,
-                                                                                        self.options.max_num_seqs)),
-                               languages=LANGUAGES, frame_ms=80)
+        self.info = EngineInfo(
+            name="voxtral",
+            model=model,
+            max_sessions=self._share(min(max_sessions, self.options.max_num_seqs)),
+            languages=LANGUAGES,
+            frame_ms=80,
+        )
         self._counters = EngineCounters()
         self.scheduler = SchedulerSnapshot()
         self._children = ChildrenDieWithUs()
@@ -105,8 +117,13 @@ class VoxtralEngine:
         else:  # a client of the core the supervisor launched: vLLM's multi-API-server path
             c = self._client
             self._llm = llm = AsyncLLM.from_vllm_config(
-                args.create_engine_config(), stat_loggers=stat_loggers, disable_log_stats=args.disable_log_stats,
-                client_addresses=dict(c.addresses), client_count=c.slots, client_index=c.slot)
+                args.create_engine_config(),
+                stat_loggers=stat_loggers,
+                disable_log_stats=args.disable_log_stats,
+                client_addresses=dict(c.addresses),
+                client_count=c.slots,
+                client_index=c.slot,
+            )
             if c.orphan_slot is not None:  # the front end this one replaces left its requests holding KV
                 freed = await llm.engine_core.call_utility_async(ABORT_CLIENT_METHOD, c.orphan_slot)
                 log.info("frontend_orphans_aborted", slot=c.orphan_slot, requests=freed)
@@ -117,49 +134,85 @@ class VoxtralEngine:
         if extension:
             problems += await self._reanchor.arm(llm, wanted=not problems)
         (kv,) = (await llm.collective_rpc("voxgate_kv_geometry"))[:1]
-        self._counters.extra["kv_max_sessions"] = kv_max = self._share(kv_sessions(
-            kv["num_blocks"], kv["block_sizes"], kv["windows"], self.options.max_model_len))
+        self._counters.extra["kv_max_sessions"] = kv_max = self._share(
+            kv_sessions(kv["num_blocks"], kv["block_sizes"], kv["windows"], self.options.max_model_len)
+        )
         if self._client is not None:
             self._counters.extra.update(self._client.counters())
         if kv_max < self.info.max_sessions:
             log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
         render, render_mode = await chunk_render.choose(llm, self.options.chunk_render)
-        pieces, detokenizer = token_text.choose(llm.renderer.tokenizer, llm.model_config.get_vocab_size(),
-                                                steps.prompt_tokens(llm.model_config), self.options.detokenizer)
-        driver = await step_driver.choose(llm, model_cls, render, request_params(model_cls, None, None, pieces),
-                                          self.options.step_driver)
+        pieces, detokenizer = token_text.choose(
+            llm.renderer.tokenizer,
+            llm.model_config.get_vocab_size(),
+            steps.prompt_tokens(llm.model_config),
+            self.options.detokenizer,
+        )
+        driver = await step_driver.choose(
+            llm, model_cls, render, request_params(model_cls, None, None, pieces), self.options.step_driver
+        )
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
         runtime = self._reanchor.runtime
         # A refusal says what it refused to run on (the runner, backends, layouts the workers found).
-        mode = PositionChoice.rollover(problems[0] + (f" [runs on: {runtime.describe()}]" if runtime else "")) \
-            if problems else PositionChoice.REANCHOR
+        mode = (
+            PositionChoice.rollover(problems[0] + (f" [runs on: {runtime.describe()}]" if runtime else ""))
+            if problems
+            else PositionChoice.REANCHOR
+        )
         self._counters.extra["reanchor_active"] = int(mode.reanchor)
         budget = BudgetRollover.for_cap(cap, window)
         self._ctx = EngineContext(
-            llm=llm, model_cls=model_cls, geometry=geometry, options=self.options,
-            rollover=NoRollover() if mode.reanchor else budget, counters=self._counters,
-            on_request_error=self._on_request_error, clock=self._clock, position_mode=mode,
+            llm=llm,
+            model_cls=model_cls,
+            geometry=geometry,
+            options=self.options,
+            rollover=NoRollover() if mode.reanchor else budget,
+            counters=self._counters,
+            on_request_error=self._on_request_error,
+            clock=self._clock,
+            position_mode=mode,
             reanchor_listeners=self._reanchor.listeners,
             flush_reanchor=(lambda: self._reanchor.poll_once(llm)) if mode.reanchor else None,
             fallback_rollover=budget,
-            request_prefix="voxgate" if self._client is None else self._client.request_prefix, render=render,
-            direct_tasks=await llm.get_supported_tasks() if driver == "direct" else None, token_pieces=pieces)
-        self.info = EngineInfo(name="voxtral", model=self._model, max_sessions=min(self.info.max_sessions, kv_max),
-                               languages=LANGUAGES, frame_ms=geometry.frame_ms,
-                               transcription_delay_ms=geometry.delay_ms, position_mode=mode.mode,
-                               position_mode_reason=mode.reason, position_runtime=runtime)
+            request_prefix="voxgate" if self._client is None else self._client.request_prefix,
+            render=render,
+            direct_tasks=await llm.get_supported_tasks() if driver == "direct" else None,
+            token_pieces=pieces,
+        )
+        self.info = EngineInfo(
+            name="voxtral",
+            model=self._model,
+            max_sessions=min(self.info.max_sessions, kv_max),
+            languages=LANGUAGES,
+            frame_ms=geometry.frame_ms,
+            transcription_delay_ms=geometry.delay_ms,
+            position_mode=mode.mode,
+            position_mode_reason=mode.reason,
+            position_runtime=runtime,
+        )
         self._monitor = asyncio.create_task(self._watch_engine())
         if mode.reanchor:
             self._reanchor.start_polling(llm, self._counters)
         else:
             log.warning("reanchor_unavailable", reason=mode.reason, fallback="rollover")
-        log.info("voxtral_started", vllm=version, cpu=cpu, model=self._model, max_model_len=self.options.max_model_len,
-                 position_mode=mode.mode, request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
-                 blank_token_id=geometry.blank_token_id, chunk_render=render_mode, step_driver=driver,
-                 detokenizer=detokenizer, allocator=describe_allocator(allocator, self.options.allocator, cpu)
-                 if self._client is None else "as the core host chose")
+        log.info(
+            "voxtral_started",
+            vllm=version,
+            cpu=cpu,
+            model=self._model,
+            max_model_len=self.options.max_model_len,
+            position_mode=mode.mode,
+            request_audio_s=None if mode.reanchor else cap / SAMPLE_RATE_HZ,
+            blank_token_id=geometry.blank_token_id,
+            chunk_render=render_mode,
+            step_driver=driver,
+            detokenizer=detokenizer,
+            allocator=describe_allocator(allocator, self.options.allocator, cpu)
+            if self._client is None
+            else "as the core host chose",
+        )
 
     def _share(self, capacity: int) -> int:
         """This front end's part of the engine core's capacity (all of it with one front end). A static split, not
@@ -194,11 +247,16 @@ class VoxtralEngine:
     def counters(self) -> dict[str, int]:
         s = self.scheduler
         lags = [session.lag_ms() for session in self._live_sessions()]
-        return {**self._counters.as_dict(), "engine_running": s.running, "engine_waiting": s.waiting,
-                "sessions_behind": sum(lag > self.options.admission_max_lag_ms for lag in lags),
-                "max_lag_ms": max(lags, default=0),
-                "engine_parked": s.parked, "engine_kv_usage_pct": round(100 * s.kv_cache_usage),
-                "engine_unfinished": self._llm.get_num_unfinished_requests() if self._llm is not None else 0}
+        return {
+            **self._counters.as_dict(),
+            "engine_running": s.running,
+            "engine_waiting": s.waiting,
+            "sessions_behind": sum(lag > self.options.admission_max_lag_ms for lag in lags),
+            "max_lag_ms": max(lags, default=0),
+            "engine_parked": s.parked,
+            "engine_kv_usage_pct": round(100 * s.kv_cache_usage),
+            "engine_unfinished": self._llm.get_num_unfinished_requests() if self._llm is not None else 0,
+        }
 
     async def shutdown(self) -> None:
         if self._monitor is not None:

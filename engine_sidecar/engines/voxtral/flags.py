@@ -30,9 +30,12 @@ ENGINE_FLAGS: dict[str, tuple[str, type, str]] = {
     "--cudagraph-mode": ("cudagraph_mode", str, "CUDA graph mode (PIECEWISE; FULL is rejected by the model)"),
     "--tensor-parallel-size": ("tensor_parallel_size", int, "GPUs per engine"),
     "--block-size": ("block_size", int, "KV-cache block size"),
-    "--reanchor-margin-tokens": ("reanchor_margin_tokens", int,
-                                 "re-anchor once a session's clock reaches max_model_len minus this "
-                                 f"(engine default {VoxtralOptions.reanchor_margin_tokens})"),
+    "--reanchor-margin-tokens": (
+        "reanchor_margin_tokens",
+        int,
+        "re-anchor once a session's clock reaches max_model_len minus this "
+        f"(engine default {VoxtralOptions.reanchor_margin_tokens})",
+    ),
 }
 ON = ("1", "true", "yes", "on")
 
@@ -44,31 +47,49 @@ def env_name(flag: str) -> str:
 def add_engine_arguments(parser: argparse.ArgumentParser, environ: Mapping[str, str] = os.environ) -> None:
     group = parser.add_argument_group("engine (voxtral)")
     presets = "; ".join(f"{p.name}: {p.description}" for p in PRESETS.values())
-    group.add_argument("--preset", choices=sorted(PRESETS), default=environ.get(env_name("--preset")) or None,
-                       help=f"named engine settings: {presets} [env {env_name('--preset')}]")
+    group.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=environ.get(env_name("--preset")) or None,
+        help=f"named engine settings: {presets} [env {env_name('--preset')}]",
+    )
     for flag, (_, kind, help_text) in ENGINE_FLAGS.items():
         raw = environ.get(env_name(flag))
-        group.add_argument(flag, type=kind, default=kind(raw) if raw else None,
-                           help=f"{help_text} [env {env_name(flag)}]")
-    group.add_argument("--enable-prefix-caching", action="store_true",
-                       default=environ.get(env_name("--enable-prefix-caching"), "").lower() in ON or None,
-                       help="(refused for realtime: live sessions share no prefix) "
-                            f"[env {env_name('--enable-prefix-caching')}]")
-    group.add_argument("--no-reanchor", dest="reanchor", action="store_false",
-                       default=False if environ.get(env_name("--no-reanchor"), "").lower() in ON else None,
-                       help="turn RoPE re-anchoring off: sessions roll over to fresh engine requests near "
-                            "max_model_len instead (a seam in the model's context) "
-                            f"[env {env_name('--no-reanchor')}]")
-    group.add_argument("--engine-option", action="append", metavar="KEY=VALUE",
-                       default=environ.get(env_name("--engine-option"), "").split(),
-                       help="any other engine option (a JSON value, else a string), e.g. rut_blank_frames=300; "
-                            f"repeatable [env {env_name('--engine-option')}: space-separated]")
+        group.add_argument(
+            flag, type=kind, default=kind(raw) if raw else None, help=f"{help_text} [env {env_name(flag)}]"
+        )
+    group.add_argument(
+        "--enable-prefix-caching",
+        action="store_true",
+        default=environ.get(env_name("--enable-prefix-caching"), "").lower() in ON or None,
+        help=f"(refused for realtime: live sessions share no prefix) [env {env_name('--enable-prefix-caching')}]",
+    )
+    group.add_argument(
+        "--no-reanchor",
+        dest="reanchor",
+        action="store_false",
+        default=False if environ.get(env_name("--no-reanchor"), "").lower() in ON else None,
+        help="turn RoPE re-anchoring off: sessions roll over to fresh engine requests near "
+        "max_model_len instead (a seam in the model's context) "
+        f"[env {env_name('--no-reanchor')}]",
+    )
+    group.add_argument(
+        "--engine-option",
+        action="append",
+        metavar="KEY=VALUE",
+        default=environ.get(env_name("--engine-option"), "").split(),
+        help="any other engine option (a JSON value, else a string), e.g. rut_blank_frames=300; "
+        f"repeatable [env {env_name('--engine-option')}: space-separated]",
+    )
 
 
 def option_items(args: argparse.Namespace) -> tuple[str, ...]:
     """The engine settings given as flags, as KEY=VALUE items (`--engine-option` ones last), for a sidecar."""
-    items = [f"{name}={json.dumps(value)}" for flag, (name, _, _) in ENGINE_FLAGS.items()
-             if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None]
+    items = [
+        f"{name}={json.dumps(value)}"
+        for flag, (name, _, _) in ENGINE_FLAGS.items()
+        if (value := getattr(args, flag.lstrip("-").replace("-", "_"))) is not None
+    ]
     if args.enable_prefix_caching:
         items.append("enable_prefix_caching=true")
     if args.reanchor is False:
@@ -94,10 +115,14 @@ def preset_options(name: str) -> dict[str, Any]:
     """A preset's settings as engine options."""
     p = get_preset(name)
     options: dict[str, Any] = {
-        "max_model_len": p.max_model_len, "max_num_seqs": p.max_num_seqs,
-        "max_num_batched_tokens": p.max_num_batched_tokens, "gpu_memory_utilization": p.gpu_memory_utilization,
-        "kv_cache_dtype": p.kv_cache_dtype, "cudagraph_mode": p.cudagraph_mode,
-        "enable_prefix_caching": p.enable_prefix_caching, "tensor_parallel_size": p.tensor_parallel_size,
+        "max_model_len": p.max_model_len,
+        "max_num_seqs": p.max_num_seqs,
+        "max_num_batched_tokens": p.max_num_batched_tokens,
+        "gpu_memory_utilization": p.gpu_memory_utilization,
+        "kv_cache_dtype": p.kv_cache_dtype,
+        "cudagraph_mode": p.cudagraph_mode,
+        "enable_prefix_caching": p.enable_prefix_caching,
+        "tensor_parallel_size": p.tensor_parallel_size,
     }
     if p.decoder_window is not None:
         options["decoder_sliding_window"] = p.decoder_window

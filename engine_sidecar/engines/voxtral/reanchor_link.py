@@ -78,8 +78,9 @@ class ReanchorLink:
             try:
                 await self._call_poll(llm)  # the tripwire must answer before we rely on it
             except Exception as exc:
-                problems.append(f"the re-anchor tripwire cannot reach the engine core ({exc}): shifts could go "
-                                "unchecked")
+                problems.append(
+                    f"the re-anchor tripwire cannot reach the engine core ({exc}): shifts could go unchecked"
+                )
         if wanted and not problems:
             try:
                 uncap_realtime_buffer()
@@ -87,10 +88,15 @@ class ReanchorLink:
                 problems.append(str(exc))
         if not problems:
             layers = reports[0].get("layers", [])
-            log.info("reanchor_armed", layers=len(layers), windows=reports[0].get("windows"),
-                     block_sizes=reports[0].get("block_sizes"), exact_rope_tables=reports[0].get("exact_rope_tables"),
-                     runtime=reports[0].get("runtime"),
-                     layouts=sorted({f"{x.get('kind')} {x.get('dtype')} {x.get('layout')}" for x in layers}))
+            log.info(
+                "reanchor_armed",
+                layers=len(layers),
+                windows=reports[0].get("windows"),
+                block_sizes=reports[0].get("block_sizes"),
+                exact_rope_tables=reports[0].get("exact_rope_tables"),
+                runtime=reports[0].get("runtime"),
+                layouts=sorted({f"{x.get('kind')} {x.get('dtype')} {x.get('layout')}" for x in layers}),
+            )
         return problems
 
     def start_polling(self, llm: Any, counters: EngineCounters) -> None:
@@ -131,9 +137,16 @@ class ReanchorLink:
             extra = self._counters.extra
             if isinstance(item, Unacknowledged):
                 extra["reanchor_unacknowledged"] = extra.get("reanchor_unacknowledged", 0) + 1
-                log.error("reanchor_unacknowledged", request_id=item.tag, seq=item.seq, tokens=item.tokens,
-                          clock=item.clock, missing_ranks=list(item.missing_ranks), ranks=item.ranks,
-                          action="re-anchoring ends for this session; it rolls over from here")
+                log.error(
+                    "reanchor_unacknowledged",
+                    request_id=item.tag,
+                    seq=item.seq,
+                    tokens=item.tokens,
+                    clock=item.clock,
+                    missing_ranks=list(item.missing_ranks),
+                    ranks=item.ranks,
+                    action="re-anchoring ends for this session; it rolls over from here",
+                )
                 if (listener := self.listeners.get(item.tag)) is not None:
                     listener.on_failure(item)
                 continue
@@ -158,11 +171,19 @@ def runtime_summary(report: dict[str, Any]) -> PositionRuntime | None:
     groups = []
     for i in range(max(len(backends), len(sizes), len(kinds))):
         seen = kinds.get(i, {})
-        groups.append(KvGroupRuntime(
-            kind=" | ".join(sorted(seen.get("kind", ()))), block_size=int(sizes[i]) if i < len(sizes) else 0,
-            window=int(windows[i] or 0) if i < len(windows) else 0,
-            attention_backend=backends[i] if i < len(backends) else "",
-            key_layout=" | ".join(sorted(seen.get("layout", ()))), dtype=" | ".join(sorted(seen.get("dtype", ())))))
-    return PositionRuntime(model_runner=str(runtime.get("runner", "")),
-                           async_scheduling=bool(runtime.get("async_scheduling")),
-                           kv_cache_dtype=str(runtime.get("kv_cache_dtype", "")), kv_groups=tuple(groups))
+        groups.append(
+            KvGroupRuntime(
+                kind=" | ".join(sorted(seen.get("kind", ()))),
+                block_size=int(sizes[i]) if i < len(sizes) else 0,
+                window=int(windows[i] or 0) if i < len(windows) else 0,
+                attention_backend=backends[i] if i < len(backends) else "",
+                key_layout=" | ".join(sorted(seen.get("layout", ()))),
+                dtype=" | ".join(sorted(seen.get("dtype", ()))),
+            )
+        )
+    return PositionRuntime(
+        model_runner=str(runtime.get("runner", "")),
+        async_scheduling=bool(runtime.get("async_scheduling")),
+        kv_cache_dtype=str(runtime.get("kv_cache_dtype", "")),
+        kv_groups=tuple(groups),
+    )

@@ -33,11 +33,15 @@ def trimmable(state: Any) -> bool:
     from vllm.sampling_params import RequestOutputKind
 
     logprobs = state.logprobs_processor
-    return (state.output_kind == RequestOutputKind.DELTA and state.stream_interval == 1
-            # each weight version's span starts at an output token's index; with one version (vLLM's "default"
-            # from the first token) only the finished output's span end moves, which voxgate never reads
-            and state.parent_req is None and len(state.weight_version_starts) <= 1
-            and (logprobs is None or (logprobs.num_logprobs is None and logprobs.num_prompt_logprobs is None)))
+    return (
+        state.output_kind == RequestOutputKind.DELTA
+        and state.stream_interval == 1
+        # each weight version's span starts at an output token's index; with one version (vLLM's "default"
+        # from the first token) only the finished output's span end moves, which voxgate never reads
+        and state.parent_req is None
+        and len(state.weight_version_starts) <= 1
+        and (logprobs is None or (logprobs.num_logprobs is None and logprobs.num_prompt_logprobs is None))
+    )
 
 
 def bound_token_lists(state: Any, keep: int = KEEP_IDS) -> int:
@@ -79,6 +83,5 @@ class TokenListBound:
     def _state(self) -> Any:
         states = self._processor.request_states
         if self._internal_id is None:  # generate() made the internal id: found once, by the external one
-            self._internal_id = next((rid for rid, s in states.items() if s.external_req_id == self._external_id),
-                                     None)
+            self._internal_id = next((rid for rid, s in states.items() if s.external_req_id == self._external_id), None)
         return states.get(self._internal_id) if self._internal_id is not None else None

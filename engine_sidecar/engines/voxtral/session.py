@@ -38,8 +38,13 @@ from engine_sidecar.engines.voxtral.watchdog import FREEZE, RUT, Watchdog
 log = structlog.get_logger("voxtral")
 RATE_WINDOW_S = 2.0
 REANCHOR_FAILED = DiagnosticKind.REANCHOR_FAILED
-COUNTERS = {DiagnosticKind.ROLLOVER: "rollovers", RUT: "rut_recoveries", FREEZE: "freeze_recoveries",
-            DiagnosticKind.WARNING: "early_request_ends", REANCHOR_FAILED: "reanchor_failed_sessions"}
+COUNTERS = {
+    DiagnosticKind.ROLLOVER: "rollovers",
+    RUT: "rut_recoveries",
+    FREEZE: "freeze_recoveries",
+    DiagnosticKind.WARNING: "early_request_ends",
+    REANCHOR_FAILED: "reanchor_failed_sessions",
+}
 
 
 @dataclass
@@ -91,8 +96,7 @@ class VoxtralSession:
         self.released = False
         self._closing = False
         self._reader_slow = False  # a driver waits for room in the output channel: not an engine freeze
-        self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.stall_timeout_s,
-                             self._g.frame_ms, ctx.clock)
+        self._dog = Watchdog(ctx.options.rut_blank_frames, ctx.options.stall_timeout_s, self._g.frame_ms, ctx.clock)
         self._stream = self._start_stream(0, None, None)
 
     def stat(self) -> SessionStat:
@@ -116,11 +120,14 @@ class VoxtralSession:
             if head is None:
                 self._feed(pcm16)
                 break
-            self._feed(pcm16[:head * BYTES_PER_SAMPLE])
-            pcm16 = pcm16[head * BYTES_PER_SAMPLE:]
-            self._roll_over(DiagnosticKind.ROLLOVER, f"session moved to a fresh engine request at "
-                                        f"{self._pushed_ms()} ms (position budget; max_model_len "
-                                        f"{self._ctx.options.max_model_len})")
+            self._feed(pcm16[: head * BYTES_PER_SAMPLE])
+            pcm16 = pcm16[head * BYTES_PER_SAMPLE :]
+            self._roll_over(
+                DiagnosticKind.ROLLOVER,
+                f"session moved to a fresh engine request at "
+                f"{self._pushed_ms()} ms (position budget; max_model_len "
+                f"{self._ctx.options.max_model_len})",
+            )
         await self._wait_for_backlog()
 
     async def flush(self, marker: int) -> None:
@@ -152,17 +159,28 @@ class VoxtralSession:
 
     # -- requests ------------------------------------------------------------
 
-    def _start_stream(self, offset_ms: int, predecessor: RequestStream | None,
-                      announce: Diagnostic | None) -> RequestStream:
+    def _start_stream(
+        self, offset_ms: int, predecessor: RequestStream | None, announce: Diagnostic | None
+    ) -> RequestStream:
         bias = self._ctx.options.blank_logit_bias
         reanchor = self._mode.reanchor
-        stream = RequestStream(self._ctx.llm, self._ctx.model_cls, self._id, offset_ms, predecessor,
-                               {self._g.blank_token_id: bias} if bias else None, reanchor=reanchor,
-                               prefix=self._ctx.request_prefix, render=self._ctx.render,
-                               direct_tasks=self._ctx.direct_tasks, pieces=self._ctx.token_pieces)
+        stream = RequestStream(
+            self._ctx.llm,
+            self._ctx.model_cls,
+            self._id,
+            offset_ms,
+            predecessor,
+            {self._g.blank_token_id: bias} if bias else None,
+            reanchor=reanchor,
+            prefix=self._ctx.request_prefix,
+            render=self._ctx.render,
+            direct_tasks=self._ctx.direct_tasks,
+            pieces=self._ctx.token_pieces,
+        )
         if reanchor:
             self._ctx.reanchor_listeners[stream.request_id] = StreamListener(
-                lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure))
+                lambda event: self._on_reanchor(stream, event), lambda failure: self._reanchor_failed(stream, failure)
+            )
 
         async def on_start() -> None:
             # The previous request is finished: all it will ever say is out.
@@ -217,9 +235,13 @@ class VoxtralSession:
             self._covered_ms = max(self._covered_ms, old.offset_ms + old.audio_ms)
             await self._ack_flushes()
         self._dog.reset()
-        self._roll_over(kind, "no output while audio was fed; engine request restarted" if kind == FREEZE
-                        else f"blank-token rut over speech (> {self._ctx.options.rut_blank_frames} frames); "
-                             "engine request restarted")
+        self._roll_over(
+            kind,
+            "no output while audio was fed; engine request restarted"
+            if kind == FREEZE
+            else f"blank-token rut over speech (> {self._ctx.options.rut_blank_frames} frames); "
+            "engine request restarted",
+        )
 
     async def _cancel_streams(self, only: list[asyncio.Task[None]] | None = None) -> None:
         tasks = self._tasks if only is None else only
@@ -234,18 +256,23 @@ class VoxtralSession:
     def _event_ms(self, stream: RequestStream, clock: int) -> tuple[int, int]:
         """(absolute position, session audio ms) of an event that left `stream` at `clock` (after the shift)."""
         position = clock + stream.shifted
-        return position, stream.offset_ms + max(0, min(self._g.token_end_ms(position - self._g.prompt_tokens),
-                                                        stream.audio_ms))
+        return position, stream.offset_ms + max(
+            0, min(self._g.token_end_ms(position - self._g.prompt_tokens), stream.audio_ms)
+        )
 
     def _on_reanchor(self, stream: RequestStream, event: ReanchorEvent) -> None:
         stream.shifted += int(event["tokens"])
         self.reanchors += 1
         position, at_ms = self._event_ms(stream, int(event["clock"]))
-        self._notes.append(Diagnostic(
-            kind=DiagnosticKind.REANCHOR, at_ms=at_ms,
-            message=f"position clock shifted down by {event['tokens']} to {event['clock']} "
-                    f"(re-anchor {event['count']} of this request, absolute position {position}, "
-                    f"keys rotated in {event['rotate_ms']:.2f} ms; {event['blocks']} KV blocks live)"))
+        self._notes.append(
+            Diagnostic(
+                kind=DiagnosticKind.REANCHOR,
+                at_ms=at_ms,
+                message=f"position clock shifted down by {event['tokens']} to {event['clock']} "
+                f"(re-anchor {event['count']} of this request, absolute position {position}, "
+                f"keys rotated in {event['rotate_ms']:.2f} ms; {event['blocks']} KV blocks live)",
+            )
+        )
 
     def _reanchor_failed(self, stream: RequestStream, failure: Unacknowledged) -> None:
         """The tripwire: a shift of this session that a worker rank did not apply. Its keys no longer match its
@@ -258,11 +285,19 @@ class VoxtralSession:
         self._mode = PositionChoice.rollover(f"re-anchoring ended at {at_ms} ms: {what}")
         if self._ctx.fallback_rollover is not None:
             self._policy = self._ctx.fallback_rollover
-        message = (f"re-anchoring failed at {at_ms} ms: {what}. The transcript from {at_ms} ms to the end of this "
-                   "engine request may be wrong; re-anchoring ends for this session, which continues on a fresh "
-                   "engine request and rolls over from now on")
-        log.error("session_reanchor_failed", session_id=self._id, request_id=stream.request_id, at_ms=at_ms,
-                  seq=failure.seq, missing_ranks=list(failure.missing_ranks))
+        message = (
+            f"re-anchoring failed at {at_ms} ms: {what}. The transcript from {at_ms} ms to the end of this "
+            "engine request may be wrong; re-anchoring ends for this session, which continues on a fresh "
+            "engine request and rolls over from now on"
+        )
+        log.error(
+            "session_reanchor_failed",
+            session_id=self._id,
+            request_id=stream.request_id,
+            at_ms=at_ms,
+            seq=failure.seq,
+            missing_ranks=list(failure.missing_ranks),
+        )
         if stream is self._stream and not self._closing and not self.released:
             self._roll_over(REANCHOR_FAILED, message)
         else:  # that request is over already: say so with the next outputs

@@ -48,8 +48,9 @@ def stat_logger_factory(snapshot: SchedulerSnapshot) -> Any:
         def __init__(self, vllm_config: Any, engine_indexes: list[int] | None = None) -> None:
             self._snap = snapshot  # no super().__init__: that builds the Prometheus metrics
 
-        def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
-                   engine_idx: int = 0) -> None:
+        def record(
+            self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
+        ) -> None:
             if scheduler_stats is None:
                 return
             s = self._snap
@@ -80,8 +81,12 @@ def scheduler_stats_only(llm: Any) -> bool:
     `log_stats` then, so it is restarted. False (and vLLM left as it was) where vLLM's internals moved."""
     processor: Any = getattr(llm, "output_processor", None)
     handler = getattr(llm, "output_handler", None)
-    if not (hasattr(processor, "log_stats") and hasattr(llm, "_run_output_handler")
-            and (handler is None or isinstance(handler, asyncio.Task)) and not processor.request_states):
+    if not (
+        hasattr(processor, "log_stats")
+        and hasattr(llm, "_run_output_handler")
+        and (handler is None or isinstance(handler, asyncio.Task))
+        and not processor.request_states
+    ):
         log.warning("request_stats_kept", reason="vLLM's output processor or output loop is not as expected")
         return False
     processor.log_stats = False

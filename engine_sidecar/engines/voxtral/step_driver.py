@@ -43,8 +43,9 @@ def collector(output_kind: Any, request_id: str, wake: asyncio.Event) -> Any:
 class DirectRequest:
     """One streaming request: open with the request's params, send() each step's engine input, finish()."""
 
-    def __init__(self, llm: Any, supported_tasks: Any, request_id: str, params: Any, wake: asyncio.Event,
-                 render: Render) -> None:
+    def __init__(
+        self, llm: Any, supported_tasks: Any, request_id: str, params: Any, wake: asyncio.Event, render: Render
+    ) -> None:
         from vllm.inputs import TokensPrompt
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -63,8 +64,11 @@ class DirectRequest:
         self._params = params
         # vLLM's own end-of-input marker for a streaming request: an empty, non-resumable request.
         self._final = llm.input_processor.process_inputs(
-            request_id=request_id, prompt=TokensPrompt(prompt_token_ids=[0]), params=params,
-            supported_tasks=supported_tasks)
+            request_id=request_id,
+            prompt=TokensPrompt(prompt_token_ids=[0]),
+            params=params,
+            supported_tasks=supported_tasks,
+        )
         llm.input_processor.assign_request_id(self._final)
         self.internal_id: str = self._final.request_id
         self.external_id = request_id
@@ -91,11 +95,22 @@ class DirectRequest:
         if self._template is not None:
             (item,), (placeholder,) = engine_input["mm_kwargs"]["audio"], engine_input["mm_placeholders"]["audio"]
             (tag,) = engine_input["mm_hashes"]["audio"]
-            return derive(self._llm, self._template, engine_input["prompt_token_ids"], item, placeholder, tag,
-                          engine_input["arrival_time"])
+            return derive(
+                self._llm,
+                self._template,
+                engine_input["prompt_token_ids"],
+                item,
+                placeholder,
+                tag,
+                engine_input["arrival_time"],
+            )
         req = self._llm.input_processor.process_inputs(
-            request_id=self.internal_id, prompt=engine_input, params=self._params,
-            supported_tasks=self._tasks, resumable=True)
+            request_id=self.internal_id,
+            prompt=engine_input,
+            params=self._params,
+            supported_tasks=self._tasks,
+            resumable=True,
+        )
         req.external_req_id = self.external_id
         self._template = req
         return req
@@ -117,17 +132,22 @@ class DirectRequest:
         await self._llm.abort(self.internal_id, internal=True)
 
 
-def derive(llm: Any, template: Any, token_ids: Any, item: Any, placeholder: Any, tag: str,
-           arrival_time: float) -> Any:
+def derive(llm: Any, template: Any, token_ids: Any, item: Any, placeholder: Any, tag: str, arrival_time: float) -> Any:
     """A later step's request: the first step's, with this step's prompt tokens, audio item, placeholder,
     item tag and time."""
     import msgspec  # vLLM's, imported with it: the module loads without vLLM (core_host's supervision tests)
     from vllm.multimodal.inputs import MultiModalFeatureSpec
 
-    feature = MultiModalFeatureSpec(data=item, modality="audio", mm_position=placeholder, mm_hash=tag,
-                                    identifier=llm.input_processor._get_mm_identifier(tag, None))
-    return msgspec.structs.replace(template, prompt_token_ids=list(token_ids), mm_features=[feature],
-                                   arrival_time=arrival_time)
+    feature = MultiModalFeatureSpec(
+        data=item,
+        modality="audio",
+        mm_position=placeholder,
+        mm_hash=tag,
+        identifier=llm.input_processor._get_mm_identifier(tag, None),
+    )
+    return msgspec.structs.replace(
+        template, prompt_token_ids=list(token_ids), mm_features=[feature], arrival_time=arrival_time
+    )
 
 
 def wire(request: Any) -> list[bytes]:
@@ -149,8 +169,12 @@ async def differences(llm: Any, render: Any, params: Any) -> list[str]:
     engine_input = await render(later, "voxgate-step-check-1")  # the renderer is checked against vLLM's apart
     ours = req.from_frame(later, "voxgate-step-check-1") if req.frames else req.from_input(engine_input)
     theirs = llm.input_processor.process_inputs(
-        request_id=req.internal_id, prompt=engine_input, params=req._params,
-        supported_tasks=await llm.get_supported_tasks(), resumable=True)
+        request_id=req.internal_id,
+        prompt=engine_input,
+        params=req._params,
+        supported_tasks=await llm.get_supported_tasks(),
+        resumable=True,
+    )
     theirs.external_req_id = req.external_id
     ours.arrival_time = theirs.arrival_time
     if wire(ours) != wire(theirs):

@@ -26,8 +26,7 @@ class RealtimeSteps:
     """Audio in (left padding before the first chunk, right padding at the end), tokens in (the prompt's
     prefix first, then one per step: the token the model just produced), step prompts out."""
 
-    def __init__(self, buffer: Any, left_pad: np.ndarray, right_pad: np.ndarray,
-                 prompt_tokens: Sequence[int]) -> None:
+    def __init__(self, buffer: Any, left_pad: np.ndarray, right_pad: np.ndarray, prompt_tokens: Sequence[int]) -> None:
         self._sizes = buffer._generate_frame_size_and_num_tokens()
         self._look_ahead = buffer._look_ahead_in_samples
         self._look_back = buffer._look_back_in_samples
@@ -87,16 +86,16 @@ class RealtimeSteps:
             chunk = self._audio.popleft()
             self._audio_samples -= len(chunk)
             if held + len(chunk) > frame_size:  # the rest waits in the queue: no copy of it per step
-                surplus = chunk[frame_size - held:]
+                surplus = chunk[frame_size - held :]
                 self._audio.appendleft(surplus)
                 self._audio_samples += len(surplus)
-                chunk = chunk[:frame_size - held]
+                chunk = chunk[: frame_size - held]
             held += len(chunk)
             arrays.append(chunk)
         audio = np.concatenate(arrays)
         # vLLM's buffer keeps everything past this point as its leftover; the surplus beyond the frame is still
         # queued here, so the leftover stays look-back + look-ahead long however large a chunk came
-        self._leftover = audio[frame_size - self._look_ahead - self._look_back:]
+        self._leftover = audio[frame_size - self._look_ahead - self._look_back :]
         self._next = None
         tokens = [self._tokens.popleft() for _ in range(num_tokens)]
         return {"prompt_token_ids": tokens, "multi_modal_data": {"audio": (audio[:frame_size], None)}}
@@ -120,15 +119,16 @@ def make_steps(model_cls: Any, model_config: Any) -> RealtimeSteps:
     encoder = tokenizer.instruct.audio_encoder
     prompt = prompt_tokens(model_config)
     left, right = encoder.get_padding_audio()
-    buffer = voxtral_realtime.VoxtralRealtimeBuffer(encoder.audio_config, prompt,
-                                                    max_model_len=model_config.max_model_len)
+    buffer = voxtral_realtime.VoxtralRealtimeBuffer(
+        encoder.audio_config, prompt, max_model_len=model_config.max_model_len
+    )
     return RealtimeSteps(buffer, left.audio_array, right.audio_array, prompt)
 
 
 def sample_audio(seconds: float, seed: int = 0, chunk: int = 1333) -> list[np.ndarray]:
     """Noise in chunks that do not fall on the model's 80 ms frames."""
     samples = (np.random.default_rng(seed).standard_normal(int(seconds * 16000)) * 0.1).astype(np.float32)
-    return [samples[i:i + chunk] for i in range(0, len(samples), chunk)]
+    return [samples[i : i + chunk] for i in range(0, len(samples), chunk)]
 
 
 def _feedback(step: int) -> int:

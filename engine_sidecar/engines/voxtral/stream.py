@@ -36,10 +36,20 @@ _ids = itertools.count()
 class RequestStream:
     """Audio in through feed()/end(); tokens out through the sink, in order, with their index k."""
 
-    def __init__(self, llm: Any, model_cls: Any, session_id: str, offset_ms: int,
-                 predecessor: RequestStream | None, logit_bias: dict[int, float] | None = None,
-                 reanchor: bool = False, prefix: str = "voxgate", render: Render | None = None,
-                 direct_tasks: Any = None, pieces: TokenPieces | None = None) -> None:
+    def __init__(
+        self,
+        llm: Any,
+        model_cls: Any,
+        session_id: str,
+        offset_ms: int,
+        predecessor: RequestStream | None,
+        logit_bias: dict[int, float] | None = None,
+        reanchor: bool = False,
+        prefix: str = "voxgate",
+        render: Render | None = None,
+        direct_tasks: Any = None,
+        pieces: TokenPieces | None = None,
+    ) -> None:
         self._llm = llm
         self._pieces = pieces
         self._text = TokenText(pieces) if pieces is not None else None  # None: vLLM's detokenized text
@@ -111,8 +121,9 @@ class RequestStream:
                 self._predecessor = None
             if on_start is not None:
                 await on_start()
-            params = request_params(self._model_cls, self._logit_bias, self.request_id if self._reanchor else None,
-                                    self._pieces)
+            params = request_params(
+                self._model_cls, self._logit_bias, self.request_id if self._reanchor else None, self._pieces
+            )
             if self._steps is not None:
                 await self._run_direct(sink, params, self._steps)
             else:
@@ -124,8 +135,9 @@ class RequestStream:
         """vLLM's generate() aborts the engine request when cancelled."""
         feedback: asyncio.Queue[list[int]] = asyncio.Queue()
         bound = TokenListBound(self._llm.output_processor, self.request_id)
-        async for out in self._llm.generate(prompt=self._inputs(feedback), sampling_params=params,
-                                            request_id=self.request_id):
+        async for out in self._llm.generate(
+            prompt=self._inputs(feedback), sampling_params=params, request_id=self.request_id
+        ):
             bound.output()  # a session-long request: vLLM's front end would keep every token id of it
             ids = self._token_ids(out)
             if ids:
@@ -176,13 +188,19 @@ class RequestStream:
             self.tokens += 1
 
 
-def request_params(model_cls: Any, logit_bias: dict[int, float] | None, reanchor_tag: str | None,
-                   pieces: TokenPieces | None = None) -> Any:
+def request_params(
+    model_cls: Any, logit_bias: dict[int, float] | None, reanchor_tag: str | None, pieces: TokenPieces | None = None
+) -> Any:
     """A realtime request's sampling parameters (greedy, one delta per output; the re-anchor tag routes the
     engine core's re-anchor news back to the request; with our own token pieces vLLM does not detokenize)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    return SamplingParams(temperature=0.0, max_tokens=model_cls.realtime_max_tokens,
-                          output_kind=RequestOutputKind.DELTA, logit_bias=logit_bias, detokenize=pieces is None,
-                          extra_args={REQUEST_TAG: reanchor_tag} if reanchor_tag else None)
+    return SamplingParams(
+        temperature=0.0,
+        max_tokens=model_cls.realtime_max_tokens,
+        output_kind=RequestOutputKind.DELTA,
+        logit_bias=logit_bias,
+        detokenize=pieces is None,
+        extra_args={REQUEST_TAG: reanchor_tag} if reanchor_tag else None,
+    )

@@ -69,6 +69,11 @@ def geometry_from_tokenizer(tokenizer: object) -> StreamGeometry:
     if config.sampling_rate != SAMPLE_RATE_HZ:
         raise ValueError(f"model expects {config.sampling_rate} Hz audio; voxgate feeds {SAMPLE_RATE_HZ} Hz")
     return StreamGeometry(
-        prompt_tokens=len(prompt), left_pad_frames=config.n_left_pad_tokens,
-        right_pad_frames=config.n_right_pad_tokens(), delay_ms=int(config.transcription_delay_ms),
-        frame_ms=frame_ms, samples_per_frame=samples, blank_token_id=int(encoder.streaming_pad))
+        prompt_tokens=len(prompt),
+        left_pad_frames=config.n_left_pad_tokens,
+        right_pad_frames=config.n_right_pad_tokens(),
+        delay_ms=int(config.transcription_delay_ms),
+        frame_ms=frame_ms,
+        samples_per_frame=samples,
+        blank_token_id=int(encoder.streaming_pad),
+    )

@@ -32,23 +32,48 @@ ENC = "mm_streams_embeddings.embedding_module.whisper_encoder"
 
 def params() -> dict[str, Any]:
     audio_encoding = {
-        "sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": N_MELS,
-        "hop_length": 160, "window_size": 400, "global_log_mel_max": 1.5,
+        "sampling_rate": 16000,
+        "frame_rate": 12.5,
+        "num_mel_bins": N_MELS,
+        "hop_length": 160,
+        "window_size": 400,
+        "global_log_mel_max": 1.5,
     }
     encoder = {
-        "audio_encoding_args": audio_encoding, "dim": ENC_DIM, "n_layers": ENC_LAYERS,
-        "head_dim": ENC_HEAD_DIM, "hidden_dim": ENC_FFN, "n_heads": ENC_HEADS, "n_kv_heads": ENC_HEADS,
-        "vocab_size": VOCAB, "max_source_positions": 1500, "causal": True, "pos_embed": "rope",
-        "sliding_window": ENC_WINDOW, "rope_theta": 1e6, "norm_eps": 1e-5,
+        "audio_encoding_args": audio_encoding,
+        "dim": ENC_DIM,
+        "n_layers": ENC_LAYERS,
+        "head_dim": ENC_HEAD_DIM,
+        "hidden_dim": ENC_FFN,
+        "n_heads": ENC_HEADS,
+        "n_kv_heads": ENC_HEADS,
+        "vocab_size": VOCAB,
+        "max_source_positions": 1500,
+        "causal": True,
+        "pos_embed": "rope",
+        "sliding_window": ENC_WINDOW,
+        "rope_theta": 1e6,
+        "norm_eps": 1e-5,
     }
     return {
-        "dim": DIM, "n_layers": N_LAYERS, "head_dim": HEAD_DIM, "hidden_dim": FFN,
-        "n_heads": N_HEADS, "n_kv_heads": N_KV_HEADS, "rope_theta": 1e6, "norm_eps": 1e-5,
-        "vocab_size": VOCAB, "tied_embeddings": True, "sliding_window": DEC_WINDOW,
-        "max_position_embeddings": 131072, "causal": True,
-        "ada_rms_norm_t_cond": True, "ada_rms_norm_t_cond_dim": T_COND_DIM,
-        "multimodal": {"whisper_model_args": {"encoder_args": encoder,
-                                              "downsample_args": {"downsample_factor": DOWNSAMPLE}}},
+        "dim": DIM,
+        "n_layers": N_LAYERS,
+        "head_dim": HEAD_DIM,
+        "hidden_dim": FFN,
+        "n_heads": N_HEADS,
+        "n_kv_heads": N_KV_HEADS,
+        "rope_theta": 1e6,
+        "norm_eps": 1e-5,
+        "vocab_size": VOCAB,
+        "tied_embeddings": True,
+        "sliding_window": DEC_WINDOW,
+        "max_position_embeddings": 131072,
+        "causal": True,
+        "ada_rms_norm_t_cond": True,
+        "ada_rms_norm_t_cond_dim": T_COND_DIM,
+        "multimodal": {
+            "whisper_model_args": {"encoder_args": encoder, "downsample_args": {"downsample_factor": DOWNSAMPLE}}
+        },
     }
 
 
@@ -59,15 +84,24 @@ def tekken() -> dict[str, Any]:
     from mistral_common.tokens.tokenizers.base import SpecialTokens
 
     base = json.loads((files("mistral_common") / "data" / "tekken_240911.json").read_text(encoding="utf-8"))
-    config = dict(base["config"], num_vocab_tokens=N_TEXT_RANKS, default_vocab_size=VOCAB,
-                  default_num_special_tokens=N_SPECIAL, version="v13")
+    config = dict(
+        base["config"],
+        num_vocab_tokens=N_TEXT_RANKS,
+        default_vocab_size=VOCAB,
+        default_num_special_tokens=N_SPECIAL,
+        version="v13",
+    )
     # v13 refuses to load unless every special token it knows is listed.
     special = [{"rank": i, "token_str": t.value, "is_control": True} for i, t in enumerate(SpecialTokens)]
     audio = {
-        "sampling_rate": 16000, "frame_rate": 12.5,
+        "sampling_rate": 16000,
+        "frame_rate": 12.5,
         "audio_encoding_config": {"num_mel_bins": N_MELS, "hop_length": 160, "window_size": 400},
-        "transcription_format": "streaming", "transcription_delay_ms": 480,
-        "streaming_look_ahead_ms": 2.5, "streaming_look_back_ms": 52.5, "streaming_n_left_pad_tokens": 16,
+        "transcription_format": "streaming",
+        "transcription_delay_ms": 480,
+        "streaming_look_ahead_ms": 2.5,
+        "streaming_look_back_ms": 52.5,
+        "streaming_n_left_pad_tokens": 16,
     }
     return {"config": config, "vocab": base["vocab"][:N_TEXT_RANKS], "special_tokens": special, "audio": audio}
 
@@ -89,11 +123,15 @@ def weight_shapes() -> dict[str, tuple[int, ...]]:
     for i in range(N_LAYERS):
         p = f"layers.{i}"
         shapes |= {
-            f"{p}.attention.wq.weight": (q, DIM), f"{p}.attention.wk.weight": (kv, DIM),
-            f"{p}.attention.wv.weight": (kv, DIM), f"{p}.attention.wo.weight": (DIM, q),
-            f"{p}.feed_forward.w1.weight": (FFN, DIM), f"{p}.feed_forward.w2.weight": (DIM, FFN),
+            f"{p}.attention.wq.weight": (q, DIM),
+            f"{p}.attention.wk.weight": (kv, DIM),
+            f"{p}.attention.wv.weight": (kv, DIM),
+            f"{p}.attention.wo.weight": (DIM, q),
+            f"{p}.feed_forward.w1.weight": (FFN, DIM),
+            f"{p}.feed_forward.w2.weight": (DIM, FFN),
             f"{p}.feed_forward.w3.weight": (FFN, DIM),
-            f"{p}.attention_norm.weight": (DIM,), f"{p}.ffn_norm.weight": (DIM,),
+            f"{p}.attention_norm.weight": (DIM,),
+            f"{p}.ffn_norm.weight": (DIM,),
             f"{p}.ada_rms_norm_t_cond.0.weight": (T_COND_DIM, DIM),
             f"{p}.ada_rms_norm_t_cond.2.weight": (DIM, T_COND_DIM),
         }
@@ -102,13 +140,19 @@ def weight_shapes() -> dict[str, tuple[int, ...]]:
         p = f"{ENC}.transformer.layers.{i}"
         # Whisper keeps biases on q, v, o and the down projection, none on k or the gates.
         shapes |= {
-            f"{p}.attention.wq.weight": (eq, ENC_DIM), f"{p}.attention.wq.bias": (eq,),
+            f"{p}.attention.wq.weight": (eq, ENC_DIM),
+            f"{p}.attention.wq.bias": (eq,),
             f"{p}.attention.wk.weight": (eq, ENC_DIM),
-            f"{p}.attention.wv.weight": (eq, ENC_DIM), f"{p}.attention.wv.bias": (eq,),
-            f"{p}.attention.wo.weight": (ENC_DIM, eq), f"{p}.attention.wo.bias": (ENC_DIM,),
-            f"{p}.feed_forward.w1.weight": (ENC_FFN, ENC_DIM), f"{p}.feed_forward.w2.weight": (ENC_DIM, ENC_FFN),
-            f"{p}.feed_forward.w2.bias": (ENC_DIM,), f"{p}.feed_forward.w3.weight": (ENC_FFN, ENC_DIM),
-            f"{p}.attention_norm.weight": (ENC_DIM,), f"{p}.ffn_norm.weight": (ENC_DIM,),
+            f"{p}.attention.wv.weight": (eq, ENC_DIM),
+            f"{p}.attention.wv.bias": (eq,),
+            f"{p}.attention.wo.weight": (ENC_DIM, eq),
+            f"{p}.attention.wo.bias": (ENC_DIM,),
+            f"{p}.feed_forward.w1.weight": (ENC_FFN, ENC_DIM),
+            f"{p}.feed_forward.w2.weight": (ENC_DIM, ENC_FFN),
+            f"{p}.feed_forward.w2.bias": (ENC_DIM,),
+            f"{p}.feed_forward.w3.weight": (ENC_FFN, ENC_DIM),
+            f"{p}.attention_norm.weight": (ENC_DIM,),
+            f"{p}.ffn_norm.weight": (ENC_DIM,),
         }
     return shapes
 

@@ -94,8 +94,9 @@ def vllm_texts(tokenizer: Any, prompt: Sequence[int], token_ids: Sequence[int]) 
     from vllm import SamplingParams
     from vllm.v1.engine.detokenizer import IncrementalDetokenizer
 
-    request = SimpleNamespace(sampling_params=SamplingParams(temperature=0.0), prompt_token_ids=list(prompt),
-                              prompt_embeds=None)
+    request = SimpleNamespace(
+        sampling_params=SamplingParams(temperature=0.0), prompt_token_ids=list(prompt), prompt_embeds=None
+    )
     detokenizer = IncrementalDetokenizer.from_new_request(tokenizer, request)  # type: ignore[arg-type]
     out = []
     for token_id in token_ids:
@@ -125,8 +126,11 @@ def differences(tokenizer: Any, pieces: TokenPieces, prompt: Sequence[int], n: i
     """Where this detokenizer's per-token text differs from vLLM's (empty: identical)."""
     ids = sample_ids(len(tokenizer), tokenizer.tokenizer.num_special_tokens, n)
     ours, theirs = own_texts(pieces, ids), vllm_texts(tokenizer, prompt, ids)
-    return [f"token {i} (id {ids[i]}): {a!r} vs vLLM's {b!r}" for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
-            if a != b]
+    return [
+        f"token {i} (id {ids[i]}): {a!r} vs vLLM's {b!r}"
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
+        if a != b
+    ]
 
 
 def choose(tokenizer: Any, model_vocab: int, prompt: Sequence[int], mode: str) -> tuple[TokenPieces | None, str]:
@@ -135,13 +139,17 @@ def choose(tokenizer: Any, model_vocab: int, prompt: Sequence[int], mode: str) -
         return None, "vllm"
     try:
         pieces = TokenPieces(tokenizer)
-        problems = [] if model_vocab <= len(tokenizer) else [  # vLLM gives ids past it text of its own
-            f"the model's vocabulary ({model_vocab}) is larger than its tokenizer's ({len(tokenizer)})"]
+        problems = (
+            []
+            if model_vocab <= len(tokenizer)
+            else [  # vLLM gives ids past it text of its own
+                f"the model's vocabulary ({model_vocab}) is larger than its tokenizer's ({len(tokenizer)})"
+            ]
+        )
         problems += differences(tokenizer, pieces, prompt)
     except Exception as exc:  # a vLLM or tokenizer whose internals moved: vLLM's own still works
         problems = [f"{type(exc).__name__}: {exc}"]
     if problems:
-        log.warning("detokenizer_fallback", wanted=mode, used="vllm", differences=len(problems),
-                    problems=problems[:4])
+        log.warning("detokenizer_fallback", wanted=mode, used="vllm", differences=len(problems), problems=problems[:4])
         return None, "vllm"
     return pieces, "own"

@@ -141,8 +141,15 @@ def kv_groups(
     if layout == "exact":
         return (
             KVGroup("decoder", params.decoder_layers, dec_heads, params.decoder_head_dim, dec_w, block_size, nbytes),
-            KVGroup("encoder", params.encoder_layers, enc_heads, params.encoder_head_dim, -(-enc_w // pool),
-                    block_size, nbytes),
+            KVGroup(
+                "encoder",
+                params.encoder_layers,
+                enc_heads,
+                params.encoder_head_dim,
+                -(-enc_w // pool),
+                block_size,
+                nbytes,
+            ),
         )
     dec_page = block_size * 2 * dec_heads * params.decoder_head_dim * nbytes
     enc_page = block_size * 2 * enc_heads * params.encoder_head_dim * nbytes
@@ -155,10 +162,24 @@ def kv_groups(
         return -(-layers // size) * size
 
     return (
-        KVGroup("decoder", padded(params.decoder_layers), dec_heads, params.decoder_head_dim, dec_w,
-                block_size * page // dec_page, nbytes),
-        KVGroup("encoder", padded(params.encoder_layers), enc_heads, params.encoder_head_dim, enc_w,
-                block_size * page // enc_page, nbytes),
+        KVGroup(
+            "decoder",
+            padded(params.decoder_layers),
+            dec_heads,
+            params.decoder_head_dim,
+            dec_w,
+            block_size * page // dec_page,
+            nbytes,
+        ),
+        KVGroup(
+            "encoder",
+            padded(params.encoder_layers),
+            enc_heads,
+            params.encoder_head_dim,
+            enc_w,
+            block_size * page // enc_page,
+            nbytes,
+        ),
     )
 
 
@@ -189,23 +210,35 @@ def stream_kv(groups: tuple[KVGroup, ...], max_model_len: int, tokens_per_step: 
     """KV one live stream holds in steady state."""
     if max_model_len <= 0 or tokens_per_step <= 0:
         raise ValueError("max_model_len and tokens_per_step must be positive")
-    return StreamKV(tuple(
-        GroupUsage(g.name, g.window, g.block_size, g.layers, g.blocks_per_stream(max_model_len, tokens_per_step),
-                   g.bytes_per_stream(max_model_len, tokens_per_step))
-        for g in groups
-    ))
+    return StreamKV(
+        tuple(
+            GroupUsage(
+                g.name,
+                g.window,
+                g.block_size,
+                g.layers,
+                g.blocks_per_stream(max_model_len, tokens_per_step),
+                g.bytes_per_stream(max_model_len, tokens_per_step),
+            )
+            for g in groups
+        )
+    )
 
 
 def parameter_count(p: VoxtralParams) -> int:
     """Weight matrices of the checkpoint (norms and biases, <0.01 %, left out)."""
-    dec_layer = (p.decoder_dim * p.decoder_head_dim * (p.decoder_heads + 2 * p.decoder_kv_heads)
-                 + p.decoder_heads * p.decoder_head_dim * p.decoder_dim
-                 + 3 * p.decoder_dim * p.decoder_hidden_dim  # SwiGLU w1, w2, w3
-                 + 2 * p.decoder_dim * p.ada_cond_dim)  # ada-RMSNorm t-conditioning: dim→cond→dim
+    dec_layer = (
+        p.decoder_dim * p.decoder_head_dim * (p.decoder_heads + 2 * p.decoder_kv_heads)
+        + p.decoder_heads * p.decoder_head_dim * p.decoder_dim
+        + 3 * p.decoder_dim * p.decoder_hidden_dim  # SwiGLU w1, w2, w3
+        + 2 * p.decoder_dim * p.ada_cond_dim
+    )  # ada-RMSNorm t-conditioning: dim→cond→dim
     embeddings = p.vocab_size * p.decoder_dim * (1 if p.tied_embeddings else 2)
-    enc_layer = (p.encoder_dim * p.encoder_head_dim * (p.encoder_heads + 2 * p.encoder_kv_heads)
-                 + p.encoder_heads * p.encoder_head_dim * p.encoder_dim
-                 + 3 * p.encoder_dim * p.encoder_hidden_dim)
+    enc_layer = (
+        p.encoder_dim * p.encoder_head_dim * (p.encoder_heads + 2 * p.encoder_kv_heads)
+        + p.encoder_heads * p.encoder_head_dim * p.encoder_dim
+        + 3 * p.encoder_dim * p.encoder_hidden_dim
+    )
     conv_stem = 3 * p.num_mel_bins * p.encoder_dim + 3 * p.encoder_dim * p.encoder_dim
     adapter = p.downsample_factor * p.encoder_dim * p.decoder_dim + p.decoder_dim * p.decoder_dim
     return embeddings + p.decoder_layers * dec_layer + p.encoder_layers * enc_layer + conv_stem + adapter

@@ -1,7 +1,7 @@
 """`voxgate plan`: KV memory per stream and the streams a GPU admits, per preset and window choice.
 
-    voxgate plan --gpu-memory 16GiB                       # built-in Voxtral-Mini-4B-Realtime dimensions
-    voxgate plan --model ./ckpt --gpu-memory 24576MiB --preset 16gb --json
+voxgate plan --gpu-memory 16GiB                       # built-in Voxtral-Mini-4B-Realtime dimensions
+voxgate plan --model ./ckpt --gpu-memory 24576MiB --preset 16gb --json
 """
 
 from __future__ import annotations
@@ -57,31 +57,75 @@ class Model:
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", metavar="DIR|ID", default=None,
-                        help=f"checkpoint directory (reads DIR/params.json) or hub id; default: built-in {HUB_ID}")
-    parser.add_argument("--gpu-memory", metavar="SIZE", required=True, type=_size,
-                        help="GPU memory, e.g. 16GiB, 16GB, 80G, 24576MiB (GB = GiB: cards are sold in binary units)")
+    parser.add_argument(
+        "--model",
+        metavar="DIR|ID",
+        default=None,
+        help=f"checkpoint directory (reads DIR/params.json) or hub id; default: built-in {HUB_ID}",
+    )
+    parser.add_argument(
+        "--gpu-memory",
+        metavar="SIZE",
+        required=True,
+        type=_size,
+        help="GPU memory, e.g. 16GiB, 16GB, 80G, 24576MiB (GB = GiB: cards are sold in binary units)",
+    )
     parser.add_argument("--preset", choices=sorted(PRESETS), default=None, help="only this preset (default: all)")
-    parser.add_argument("--window", metavar="DEC/ENC", action="append", type=_window, default=None,
-                        help="window choice to evaluate (repeatable; default: stock, 1024/512, 512/256)")
-    parser.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE,
-                        help=f"vLLM KV block size in tokens (default {DEFAULT_BLOCK_SIZE}, vLLM's CUDA default)")
+    parser.add_argument(
+        "--window",
+        metavar="DEC/ENC",
+        action="append",
+        type=_window,
+        default=None,
+        help="window choice to evaluate (repeatable; default: stock, 1024/512, 512/256)",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=DEFAULT_BLOCK_SIZE,
+        help=f"vLLM KV block size in tokens (default {DEFAULT_BLOCK_SIZE}, vLLM's CUDA default)",
+    )
     parser.add_argument("--max-model-len", type=int, default=None, help="override the preset's max_model_len")
-    parser.add_argument("--reserve", metavar="SIZE", type=_size, default=None,
-                        help="non-KV, non-weight GPU memory: CUDA context, activations, CUDA graphs "
-                             "(default: the preset's estimate)")
-    parser.add_argument("--weights", metavar="SIZE", type=_size, default=None,
-                        help="weight memory (default: checkpoint file size, or an estimate from params)")
-    parser.add_argument("--tokens-per-step", type=int, default=1,
-                        help="decoder tokens a stream schedules per step (realtime: 1 per 80 ms)")
-    parser.add_argument("--cpu-cores", type=int, default=os.cpu_count() or 1,
-                        help="CPU cores of the box, for the CPU ceiling next to GPU memory's (default: this box's)")
+    parser.add_argument(
+        "--reserve",
+        metavar="SIZE",
+        type=_size,
+        default=None,
+        help="non-KV, non-weight GPU memory: CUDA context, activations, CUDA graphs (default: the preset's estimate)",
+    )
+    parser.add_argument(
+        "--weights",
+        metavar="SIZE",
+        type=_size,
+        default=None,
+        help="weight memory (default: checkpoint file size, or an estimate from params)",
+    )
+    parser.add_argument(
+        "--tokens-per-step",
+        type=int,
+        default=1,
+        help="decoder tokens a stream schedules per step (realtime: 1 per 80 ms)",
+    )
+    parser.add_argument(
+        "--cpu-cores",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU cores of the box, for the CPU ceiling next to GPU memory's (default: this box's)",
+    )
     parser.add_argument("--gpus", type=int, default=1, help="GPUs of the box, one engine each (default 1)")
-    parser.add_argument("--front-end-mc", type=int, default=FRONT_END_MC_PER_STREAM,
-                        help="CPU per stream in a sidecar front end, millicores (default: measured here, "
-                             "docs/benchmarks.md; give your box's own from bench/gpu_recipe.sh)")
-    parser.add_argument("--service-mc", type=int, default=SERVICE_MC_PER_STREAM,
-                        help="CPU per stream in a service worker, millicores (default: measured here)")
+    parser.add_argument(
+        "--front-end-mc",
+        type=int,
+        default=FRONT_END_MC_PER_STREAM,
+        help="CPU per stream in a sidecar front end, millicores (default: measured here, "
+        "docs/benchmarks.md; give your box's own from bench/gpu_recipe.sh)",
+    )
+    parser.add_argument(
+        "--service-mc",
+        type=int,
+        default=SERVICE_MC_PER_STREAM,
+        help="CPU per stream in a service worker, millicores (default: measured here)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -137,14 +181,18 @@ def _choices(preset: EnginePreset, params: VoxtralParams, extra: list[WindowChoi
     return out
 
 
-def plan_row(model: Model, preset: EnginePreset, choice: WindowChoice, budget: Budget, *,
-             block_size: int, tokens_per_step: int) -> dict[str, Any]:
+def plan_row(
+    model: Model, preset: EnginePreset, choice: WindowChoice, budget: Budget, *, block_size: int, tokens_per_step: int
+) -> dict[str, Any]:
     p = model.params
     engine = preset.with_windows(choice.decoder, choice.encoder)
     dec_w, enc_w = choice.decoder or p.decoder_window, choice.encoder or p.encoder_window
     usage = {
-        layout: stream_kv(kv_groups(p, dec_w, enc_w, block_size=block_size, kv_cache_dtype=preset.kv_cache_dtype,
-                                    layout=layout), engine.max_model_len, tokens_per_step)
+        layout: stream_kv(
+            kv_groups(p, dec_w, enc_w, block_size=block_size, kv_cache_dtype=preset.kv_cache_dtype, layout=layout),
+            engine.max_model_len,
+            tokens_per_step,
+        )
         for layout in ("vllm", "exact")
     }
     per_stream = usage["vllm"].bytes
@@ -155,20 +203,36 @@ def plan_row(model: Model, preset: EnginePreset, choice: WindowChoice, budget: B
         notes.append(f"does not fit: KV budget {format_size(budget.kv_bytes)} < one stream {format_size(per_stream)}")
     elif streams < engine.max_num_seqs:
         engine = replace(engine, max_num_seqs=streams)
-        notes.append(f"memory admits only {streams} of the preset's {preset.max_num_seqs} streams: "
-                     "--max-num-seqs lowered so admission, not vLLM preemption, turns sessions away")
+        notes.append(
+            f"memory admits only {streams} of the preset's {preset.max_num_seqs} streams: "
+            "--max-num-seqs lowered so admission, not vLLM preemption, turns sessions away"
+        )
     elif memory_streams > engine.max_num_seqs:
         more = engine.with_max_num_seqs(memory_streams)
-        notes.append(f"memory admits {memory_streams}; if the GPU keeps up (12.5 steps/s per stream) use "
-                     f"--max-num-seqs {memory_streams} --max-num-batched-tokens {more.max_num_batched_tokens}")
+        notes.append(
+            f"memory admits {memory_streams}; if the GPU keeps up (12.5 steps/s per stream) use "
+            f"--max-num-seqs {memory_streams} --max-num-batched-tokens {more.max_num_batched_tokens}"
+        )
     if dec_w <= DECODER_BREAK_POINT:
         notes.append(f"decoder window {dec_w} ≤ {DECODER_BREAK_POINT}: transcripts degrade (LinTO break point)")
     if engine.max_model_len - dec_w <= REANCHOR_MARGIN:
-        notes.append(f"max_model_len {engine.max_model_len} − decoder window {dec_w} ≤ {REANCHOR_MARGIN} (re-anchor "
-                     "margin): re-anchoring cannot fire; sessions roll over at the cap")
+        notes.append(
+            f"max_model_len {engine.max_model_len} − decoder window {dec_w} ≤ {REANCHOR_MARGIN} (re-anchor "
+            "margin): re-anchoring cannot fire; sessions roll over at the cap"
+        )
     serve = ["voxgate", "serve", "--engine", "voxtral", "--model", model.name, *engine.serve_flags()]
-    vllm = ["vllm", "serve", model.name, "--tokenizer-mode", "mistral", "--config-format", "mistral",
-            "--load-format", "mistral", *engine.vllm_flags()]
+    vllm = [
+        "vllm",
+        "serve",
+        model.name,
+        "--tokenizer-mode",
+        "mistral",
+        "--config-format",
+        "mistral",
+        "--load-format",
+        "mistral",
+        *engine.vllm_flags(),
+    ]
     return {
         "label": choice.label,
         "decoder_window": dec_w,
@@ -196,35 +260,54 @@ def build_plan(args: argparse.Namespace) -> dict[str, Any]:
     weight_source = model.weight_source if args.weights is None else "--weights"
     presets = [get_preset(args.preset)] if args.preset else list(PRESETS.values())
     out: dict[str, Any] = {
-        "model": model.name, "source": model.source, "params": model.params.as_dict(),
-        "gpu_memory_bytes": args.gpu_memory, "block_size": args.block_size, "tokens_per_step": args.tokens_per_step,
-        "weight_bytes": weight_bytes, "weight_source": weight_source, "presets": [],
+        "model": model.name,
+        "source": model.source,
+        "params": model.params.as_dict(),
+        "gpu_memory_bytes": args.gpu_memory,
+        "block_size": args.block_size,
+        "tokens_per_step": args.tokens_per_step,
+        "weight_bytes": weight_bytes,
+        "weight_source": weight_source,
+        "presets": [],
     }
     for preset in presets:
         if args.max_model_len is not None:
             preset = replace(preset, max_model_len=args.max_model_len)
         reserve = preset.reserve_bytes if args.reserve is None else args.reserve
         budget = Budget(args.gpu_memory, preset.gpu_memory_utilization, weight_bytes, reserve)
-        rows = [plan_row(model, preset, c, budget, block_size=args.block_size, tokens_per_step=args.tokens_per_step)
-                for c in _choices(preset, model.params, args.window)]
+        rows = [
+            plan_row(model, preset, c, budget, block_size=args.block_size, tokens_per_step=args.tokens_per_step)
+            for c in _choices(preset, model.params, args.window)
+        ]
         for row in rows:  # the CPU ceiling of the box next to its GPUs' memory (plan/cpu.py)
-            row["cpu"] = cpu_plan(args.cpu_cores, args.gpus, row["memory_streams"],
-                                  args.front_end_mc, args.service_mc).as_dict()
-        out["presets"].append({
-            "preset": preset.name, "description": preset.description,
-            "gpu_memory_utilization": preset.gpu_memory_utilization, "max_num_seqs": preset.max_num_seqs,
-            "max_model_len": preset.max_model_len, "kv_cache_dtype": preset.kv_cache_dtype,
-            "kv_dtype_bytes": model.params.dtype_bytes if preset.kv_cache_dtype == "auto"
-            else dtype_bytes(preset.kv_cache_dtype),
-            "usable_bytes": budget.usable_bytes, "reserve_bytes": reserve, "kv_budget_bytes": budget.kv_bytes,
-            "rows": rows,
-        })
+            row["cpu"] = cpu_plan(
+                args.cpu_cores, args.gpus, row["memory_streams"], args.front_end_mc, args.service_mc
+            ).as_dict()
+        out["presets"].append(
+            {
+                "preset": preset.name,
+                "description": preset.description,
+                "gpu_memory_utilization": preset.gpu_memory_utilization,
+                "max_num_seqs": preset.max_num_seqs,
+                "max_model_len": preset.max_model_len,
+                "kv_cache_dtype": preset.kv_cache_dtype,
+                "kv_dtype_bytes": model.params.dtype_bytes
+                if preset.kv_cache_dtype == "auto"
+                else dtype_bytes(preset.kv_cache_dtype),
+                "usable_bytes": budget.usable_bytes,
+                "reserve_bytes": reserve,
+                "kv_budget_bytes": budget.kv_bytes,
+                "rows": rows,
+            }
+        )
     return out
 
 
 def _groups_text(groups: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{g['name']} {g['blocks']}×{g['block_size']}-token blocks ({g['window_tokens']} tokens, "
-                     f"{g['layers']} layers)" for g in groups)
+    return ", ".join(
+        f"{g['name']} {g['blocks']}×{g['block_size']}-token blocks ({g['window_tokens']} tokens, {g['layers']} layers)"
+        for g in groups
+    )
 
 
 def render_text(plan: dict[str, Any]) -> str:

@@ -39,8 +39,13 @@ class CpuPlan:
         return asdict(self)
 
 
-def cpu_plan(cores: int, gpus: int, streams_per_gpu: int, front_end_mc: int = FRONT_END_MC_PER_STREAM,
-             service_mc: int = SERVICE_MC_PER_STREAM) -> CpuPlan:
+def cpu_plan(
+    cores: int,
+    gpus: int,
+    streams_per_gpu: int,
+    front_end_mc: int = FRONT_END_MC_PER_STREAM,
+    service_mc: int = SERVICE_MC_PER_STREAM,
+) -> CpuPlan:
     """The CPU ceiling, and front ends per engine and service workers for the streams the box can hold.
     The per-stream costs default to this project's measurement; a box's own (bench/gpu_recipe.sh, `voxgate
     bench`'s cores per role ÷ streams) can be given instead."""
@@ -53,11 +58,19 @@ def cpu_plan(cores: int, gpus: int, streams_per_gpu: int, front_end_mc: int = FR
     cpu_streams = spare_mc // (front_end_mc + service_mc)
     streams = min(gpu_streams, cpu_streams)
     per_front_end, per_worker = PROCESS_MC // front_end_mc, PROCESS_MC // service_mc
-    return CpuPlan(cores, gpus, gpu_streams, cpu_streams, per_front_end, per_worker,
-                   front_ends_per_engine=max(math.ceil(streams / gpus / max(per_front_end, 1)), 1),
-                   workers=max(math.ceil(streams / max(per_worker, 1)), 1),
-                   binds="cpu" if cpu_streams < gpu_streams else "gpu memory",
-                   front_end_mc=front_end_mc, service_mc=service_mc)
+    return CpuPlan(
+        cores,
+        gpus,
+        gpu_streams,
+        cpu_streams,
+        per_front_end,
+        per_worker,
+        front_ends_per_engine=max(math.ceil(streams / gpus / max(per_front_end, 1)), 1),
+        workers=max(math.ceil(streams / max(per_worker, 1)), 1),
+        binds="cpu" if cpu_streams < gpu_streams else "gpu memory",
+        front_end_mc=front_end_mc,
+        service_mc=service_mc,
+    )
 
 
 def render_cpu(plan: CpuPlan) -> list[str]:

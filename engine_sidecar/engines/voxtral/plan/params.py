@@ -18,9 +18,18 @@ from typing import Any
 HUB_ID = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 
 _DTYPE_BYTES = {
-    "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
-    "float32": 4, "fp32": 4, "float": 4,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
 }
 
 
@@ -73,11 +82,27 @@ class VoxtralParams:
 #   = 970,096,640 parameters (the published 970M); decoder 26 layers + tied embeddings ≈ 3.434B (the published 3.4B).
 # No `dtype` key is published; the weights are bf16.
 VOXTRAL_MINI_4B_REALTIME = VoxtralParams(
-    decoder_layers=26, decoder_dim=3072, decoder_heads=32, decoder_kv_heads=8, decoder_head_dim=128,
-    decoder_hidden_dim=9216, decoder_window=8192, vocab_size=131072, tied_embeddings=True, ada_cond_dim=32,
-    encoder_layers=32, encoder_dim=1280, encoder_heads=32, encoder_kv_heads=32, encoder_head_dim=64,
-    encoder_hidden_dim=5120, encoder_window=750, num_mel_bins=128, downsample_factor=4,
-    dtype="bfloat16", max_position=131072,
+    decoder_layers=26,
+    decoder_dim=3072,
+    decoder_heads=32,
+    decoder_kv_heads=8,
+    decoder_head_dim=128,
+    decoder_hidden_dim=9216,
+    decoder_window=8192,
+    vocab_size=131072,
+    tied_embeddings=True,
+    ada_cond_dim=32,
+    encoder_layers=32,
+    encoder_dim=1280,
+    encoder_heads=32,
+    encoder_kv_heads=32,
+    encoder_head_dim=64,
+    encoder_hidden_dim=5120,
+    encoder_window=750,
+    num_mel_bins=128,
+    downsample_factor=4,
+    dtype="bfloat16",
+    max_position=131072,
 )
 
 
@@ -141,8 +166,17 @@ def parse_params(raw: Mapping[str, Any]) -> VoxtralParams:
         dtype=dtype,
         max_position=_int(raw, "model_max_length", "", default=131072),
     )
-    for name in ("decoder_layers", "decoder_kv_heads", "decoder_head_dim", "decoder_window", "encoder_layers",
-                 "encoder_kv_heads", "encoder_head_dim", "encoder_window", "downsample_factor"):
+    for name in (
+        "decoder_layers",
+        "decoder_kv_heads",
+        "decoder_head_dim",
+        "decoder_window",
+        "encoder_layers",
+        "encoder_kv_heads",
+        "encoder_head_dim",
+        "encoder_window",
+        "downsample_factor",
+    ):
         if getattr(params, name) <= 0:
             raise ParamsError(f"params.json: {name} must be positive")
     return params

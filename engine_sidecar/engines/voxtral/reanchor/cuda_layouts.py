@@ -16,8 +16,16 @@ from engine_sidecar.engines.voxtral.reanchor.layout import KvWriter
 STRIDE_ORDERS = {"LBHNC": (0, 1, 2, 3, 4), "LBNHC": (0, 1, 3, 2, 4), "BLNHC": (1, 0, 3, 2, 4)}
 
 
-def layer_views(layout: str, layers: int, blocks: int, heads: int, slots: int, head_dim: int, dtype: torch.dtype,
-                device: torch.device | str = "cpu") -> list[torch.Tensor]:
+def layer_views(
+    layout: str,
+    layers: int,
+    blocks: int,
+    heads: int,
+    slots: int,
+    head_dim: int,
+    dtype: torch.dtype,
+    device: torch.device | str = "cpu",
+) -> list[torch.Tensor]:
     """Per-layer [B, H, N, 2D] views of one zeroed buffer, strided as `create_kv_cache_views` lays them out."""
     shape = (layers, blocks, heads, slots, 2 * head_dim)
     strides = [0] * 5

@@ -75,8 +75,9 @@ def config_problems(options: Any, vllm_version: str, pinned: str) -> list[str]:
     if vllm_version.split("+")[0] != pinned:
         problems.append(f"vLLM {vllm_version} is not the pinned {pinned}")
     if _quantized_kv(str(options.kv_cache_dtype)):
-        problems.append(f"KV cache dtype {options.kv_cache_dtype} is quantized: its keys cannot be rotated in place "
-                        "exactly")
+        problems.append(
+            f"KV cache dtype {options.kv_cache_dtype} is quantized: its keys cannot be rotated in place exactly"
+        )
     if options.enable_prefix_caching:
         problems.append("prefix caching is on: rotated blocks would poison shared cache entries")
     if not 0 < options.reanchor_margin_tokens < options.max_model_len:

@@ -69,8 +69,10 @@ class KeyLayout:
     def describe(self) -> str:
         """The axes with their digits, e.g. 'block[1*8192] token[2*512,16*2] head[1*4096] dim[32*32,2*1]'."""
         names = ("block", "token", "head", "dim")
-        return " ".join(f"{n}[{','.join(f'{size}*{stride}' for size, stride in axis)}]"
-                        for n, axis in zip(names, self.levels, strict=True))
+        return " ".join(
+            f"{n}[{','.join(f'{size}*{stride}' for size, stride in axis)}]"
+            for n, axis in zip(names, self.levels, strict=True)
+        )
 
     def key_view(self, kv_cache: torch.Tensor) -> torch.Tensor:
         """[num_blocks, *token digits, *head digits, *dim digits] view onto kv_cache's storage (same memory).

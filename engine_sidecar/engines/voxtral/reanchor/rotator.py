@@ -78,7 +78,8 @@ class KeyRotator:
             where = (target.group, target.kernel_blocks_per_block, device)
             if where not in indices:
                 indices[where] = _index_tensor(
-                    _kernel_blocks(shift.blocks[target.group], target.kernel_blocks_per_block), device)
+                    _kernel_blocks(shift.blocks[target.group], target.kernel_blocks_per_block), device
+                )
             index = indices[where]
             if index is None:
                 continue
@@ -95,15 +96,30 @@ class KeyRotator:
     def _joins(self, batch: list[_Read], read: _Read) -> bool:
         """Whether `read` can be rotated with `batch`: same group, blocks and rotation, and room under the limit."""
         first = batch[0]
-        return (read.index is first.index and read.target.spec == first.target.spec
-                and read.keys.shape == first.keys.shape and read.keys.dtype == first.keys.dtype
-                and (len(batch) + 1) * read.keys.nbytes <= self.stack_bytes)
+        return (
+            read.index is first.index
+            and read.target.spec == first.target.spec
+            and read.keys.shape == first.keys.shape
+            and read.keys.dtype == first.keys.dtype
+            and (len(batch) + 1) * read.keys.nbytes <= self.stack_bytes
+        )
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{"layer": t.name, "kind": t.kind, "group": t.group, "layout": t.layout.describe(),
-                 "dtype": str(t.keys.dtype).removeprefix("torch."), "head_dim": t.spec.head_dim,
-                 "rotary_dim": t.spec.rotary_dim, "neox": t.spec.neox, "states_per_token": t.spec.states_per_token,
-                 "base": t.spec.base} for t in self.targets]
+        return [
+            {
+                "layer": t.name,
+                "kind": t.kind,
+                "group": t.group,
+                "layout": t.layout.describe(),
+                "dtype": str(t.keys.dtype).removeprefix("torch."),
+                "head_dim": t.spec.head_dim,
+                "rotary_dim": t.spec.rotary_dim,
+                "neox": t.spec.neox,
+                "states_per_token": t.spec.states_per_token,
+                "base": t.spec.base,
+            }
+            for t in self.targets
+        ]
 
 
 def _rotate_batch(batch: list[_Read], table: ShiftTables) -> None:
@@ -128,8 +144,11 @@ def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
     from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
     from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
-    rotaries = {id(m.attn): m.rotary_emb for m in runner.get_model().modules()
-                if hasattr(m, "rotary_emb") and hasattr(m, "attn")}
+    rotaries = {
+        id(m.attn): m.rotary_emb
+        for m in runner.get_model().modules()
+        if hasattr(m, "rotary_emb") and hasattr(m, "attn")
+    }
     layers = runner.compilation_config.static_forward_context
     config = runner.kv_cache_config
     targets: list[LayerTarget] = []
@@ -137,8 +156,10 @@ def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
     for group_index, group in enumerate(config.kv_cache_groups):
         spec = group.kv_cache_spec
         if not isinstance(spec, SlidingWindowSpec):
-            raise Unsupported(f"KV group {group_index} is {type(spec).__name__}: re-anchoring needs sliding-window "
-                              "attention everywhere (full attention would need every position since the start)")
+            raise Unsupported(
+                f"KV group {group_index} is {type(spec).__name__}: re-anchoring needs sliding-window "
+                "attention everywhere (full attention would need every position since the start)"
+            )
         for name in group.layer_names:
             layer = layers[name]
             kind, states, neox, theta = _layer_kind(layer, runner)
@@ -151,8 +172,13 @@ def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
                 raise Unsupported(f"{name}: {kind} RoPE expected {'NeoX' if neox else 'GPT-J'} style")
             if theta is not None and float(rotary.base) != theta:
                 raise Unsupported(f"{name}: RoPE theta {rotary.base} differs from the expected {theta}")
-            rspec = RotarySpec(head_dim=int(rotary.head_size), rotary_dim=int(rotary.rotary_dim),
-                               base=float(rotary.base), neox=neox, states_per_token=states)
+            rspec = RotarySpec(
+                head_dim=int(rotary.head_size),
+                rotary_dim=int(rotary.rotary_dim),
+                base=float(rotary.base),
+                neox=neox,
+                states_per_token=states,
+            )
             kv = layer.kv_cache[0] if isinstance(layer.kv_cache, list) else layer.kv_cache
             slots, ratio, block_dim = _kernel_geometry(kv, spec.block_size * states, config.num_blocks)
             key = (type(layer.impl), tuple(kv.shape), kv.stride(), kv.dtype, slots)
@@ -182,8 +208,10 @@ def _kernel_geometry(kv: torch.Tensor, slots_per_block: int, num_blocks: int) ->
     for ratio in (1, 2, 4, 8, 16, 32, 64):
         if slots_per_block % ratio == 0 and num_blocks * ratio in kv.shape:
             return slots_per_block // ratio, ratio, list(kv.shape).index(num_blocks * ratio)
-    raise Unsupported(f"cannot find the block dimension of a KV cache shaped {tuple(kv.shape)} "
-                      f"({num_blocks} blocks of {slots_per_block} slots)")
+    raise Unsupported(
+        f"cannot find the block dimension of a KV cache shaped {tuple(kv.shape)} "
+        f"({num_blocks} blocks of {slots_per_block} slots)"
+    )
 
 
 def _probe(layer: Any, kv: torch.Tensor, slots: int, block_dim: int, heads: int, head_dim: int) -> KeyLayout:
@@ -215,11 +243,13 @@ def precise_rope(runner: Any) -> int:
     for module in runner.get_model().modules():
         if type(module) is RotaryEmbedding:
             count += 1
-            spec = RotarySpec(int(module.head_size), int(module.rotary_dim), float(module.base),
-                              bool(module.is_neox_style))
+            spec = RotarySpec(
+                int(module.head_size), int(module.rotary_dim), float(module.base), bool(module.is_neox_style)
+            )
 
-            def forward(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None = None,
-                        spec: RotarySpec = spec) -> tuple[torch.Tensor, torch.Tensor | None]:
+            def forward(
+                positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None = None, spec: RotarySpec = spec
+            ) -> tuple[torch.Tensor, torch.Tensor | None]:
                 flat = positions.flatten()
                 q = rope_rotate(query.reshape(flat.shape[0], -1, spec.head_dim), flat, spec).view(query.shape)
                 if key is None:
@@ -239,8 +269,9 @@ def exact_rope_tables(runner: Any) -> int:
         if type(module) is RotaryEmbedding and id(module) not in done:
             done.add(id(module))
             cache = module.cos_sin_cache
-            spec = RotarySpec(int(module.head_size), int(module.rotary_dim), float(module.base),
-                              bool(module.is_neox_style))
+            spec = RotarySpec(
+                int(module.head_size), int(module.rotary_dim), float(module.base), bool(module.is_neox_style)
+            )
             angles = torch.arange(cache.shape[0], dtype=torch.float64)[:, None] * inv_freq64(spec)[None, :]
             cache.copy_(torch.cat((angles.cos(), angles.sin()), dim=-1).to(cache.dtype))
     return len(done)

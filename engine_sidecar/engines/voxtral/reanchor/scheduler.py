@@ -40,8 +40,10 @@ def check_scheduling_mode(cls: type, async_scheduling: bool) -> None:
     """The subclass must match the scheduling vLLM resolved: the sync one under async scheduling would shift a
     session with a step in flight. Raised at construction, so the engine does not start half-right."""
     if issubclass(cls, AsyncScheduler) != async_scheduling:
-        raise ValueError(f"{cls.__name__} does not match vLLM's resolved async_scheduling={async_scheduling}: "
-                         "pick ReanchorAsyncScheduler exactly when async scheduling is on")
+        raise ValueError(
+            f"{cls.__name__} does not match vLLM's resolved async_scheduling={async_scheduling}: "
+            "pick ReanchorAsyncScheduler exactly when async scheduling is on"
+        )
 
 
 class _ReanchorMixin:
@@ -111,8 +113,13 @@ class _ReanchorMixin:
         if shift <= 0 or unconsumed or session.block_hashes:
             if session.request_id not in self._vg_warned:
                 self._vg_warned.add(session.request_id)
-                log.warning("re-anchor not possible for %s at clock %d (droppable head %d, unit %d)",
-                            session.request_id, computed, room, self._vg_unit)
+                log.warning(
+                    "re-anchor not possible for %s at clock %d (droppable head %d, unit %d)",
+                    session.request_id,
+                    computed,
+                    room,
+                    self._vg_unit,
+                )
             return
         self._vg_drop_features(session, dropped, shift)
         del session._all_token_ids[:shift]  # the public all_token_ids view wraps this same list
@@ -162,8 +169,12 @@ class ReanchorAsyncScheduler(_ReanchorMixin, AsyncScheduler):
     """Asynchronous scheduling (vLLM's default on GPU): shift only a session with nothing in flight."""
 
     def _vg_idle(self, session: Any) -> bool:
-        return (session.num_in_flight_tokens == 0 and session.num_stale_output_tokens == 0
-                and session.num_output_placeholders == 0 and not session.spec_token_ids)
+        return (
+            session.num_in_flight_tokens == 0
+            and session.num_stale_output_tokens == 0
+            and session.num_output_placeholders == 0
+            and not session.spec_token_ids
+        )
 
 
 def scheduler_qualname(async_scheduling: bool) -> str:

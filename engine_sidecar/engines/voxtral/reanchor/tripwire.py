@@ -62,9 +62,10 @@ class Mailbox:
         for held, rank in zip(self._events, ranks, strict=False):
             held.extend(rank.get("events", ()))
         mine_issued = _take(self._issued, prefix)
-        return {"issued": mine_issued,
-                "ranks": [{**rank, "events": _take(held, prefix)} for held, rank in zip(self._events, ranks,
-                                                                                          strict=False)]}
+        return {
+            "issued": mine_issued,
+            "ranks": [{**rank, "events": _take(held, prefix)} for held, rank in zip(self._events, ranks, strict=False)],
+        }
 
 
 def _take(items: deque[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
@@ -89,10 +90,15 @@ class Unacknowledged:
     ranks: int
 
     def describe(self) -> str:
-        who = "no worker rank" if len(self.missing_ranks) == self.ranks else \
-            f"worker rank(s) {', '.join(map(str, self.missing_ranks))} of {self.ranks}"
-        return (f"the engine shifted the position clock by {self.tokens} to {self.clock} (shift {self.seq}) but "
-                f"{who} rotated the cached keys")
+        who = (
+            "no worker rank"
+            if len(self.missing_ranks) == self.ranks
+            else f"worker rank(s) {', '.join(map(str, self.missing_ranks))} of {self.ranks}"
+        )
+        return (
+            f"the engine shifted the position clock by {self.tokens} to {self.clock} (shift {self.seq}) but "
+            f"{who} rotated the cached keys"
+        )
 
 
 @dataclass
@@ -112,8 +118,9 @@ def check(report: dict[str, Any]) -> Verdict:
         issued_seqs.add(seq)
         missing = tuple(i for i, events in enumerate(acked) if seq not in events)
         if missing or not acked:
-            verdict.unacknowledged.append(Unacknowledged(str(shift["tag"]), seq, int(shift["tokens"]),
-                                                         int(shift["clock"]), missing, len(acked)))
+            verdict.unacknowledged.append(
+                Unacknowledged(str(shift["tag"]), seq, int(shift["tokens"]), int(shift["clock"]), missing, len(acked))
+            )
         else:
             verdict.applied.append(acked[0][seq])
     # Events whose issue record is gone (the scheduler's list is bounded): applied all the same.

@@ -54,8 +54,17 @@ class _Ledger:
     def record(self, shift: Shift, seconds: float) -> None:
         self.counts[shift.req_id] = count = self.counts.get(shift.req_id, 0) + 1
         self.total += 1
-        self.events.append(Event(shift.tag, shift.tokens, shift.clock, count, round(seconds * 1000, 3),
-                                 sum(len(ids) for ids in shift.blocks), shift.seq))
+        self.events.append(
+            Event(
+                shift.tag,
+                shift.tokens,
+                shift.clock,
+                count,
+                round(seconds * 1000, 3),
+                sum(len(ids) for ids in shift.blocks),
+                shift.seq,
+            )
+        )
 
 
 def install_hook() -> bool:
@@ -93,8 +102,10 @@ def runner_problem(runner: Any) -> str | None:
     cls = type(runner)
     method = getattr(cls, "_update_states", None)
     if method is None or not getattr(method, "_voxgate_hook", False):
-        return (f"model runner {cls.__module__}.{cls.__qualname__} is not the hooked V1 runner (model runner V2? "
-                "set VLLM_USE_V2_MODEL_RUNNER=0): keys would not be rotated")
+        return (
+            f"model runner {cls.__module__}.{cls.__qualname__} is not the hooked V1 runner (model runner V2? "
+            "set VLLM_USE_V2_MODEL_RUNNER=0): keys would not be rotated"
+        )
     return None
 
 
@@ -107,9 +118,12 @@ def describe_runtime(runner: Any) -> dict[str, Any]:
         names = {type(layers[n].impl).__name__ for n in group.layer_names if n in layers}
         backends.append(",".join(sorted(names)))
     cls = type(runner)
-    return {"runner": f"{cls.__module__}.{cls.__qualname__}",
-            "async_scheduling": bool(config.scheduler_config.async_scheduling),
-            "backends": backends, "kv_cache_dtype": str(config.cache_config.cache_dtype)}
+    return {
+        "runner": f"{cls.__module__}.{cls.__qualname__}",
+        "async_scheduling": bool(config.scheduler_config.async_scheduling),
+        "backends": backends,
+        "kv_cache_dtype": str(config.cache_config.cache_dtype),
+    }
 
 
 class ReanchorWorkerExtension:
@@ -146,17 +160,25 @@ class ReanchorWorkerExtension:
         runner._voxgate_ledger = _Ledger()
         setattr(runner, ROTATOR_ATTR, rotator)
         runner._voxgate_setup_report = report = {
-            "ok": True, "reason": "", "layers": rotator.describe(), "exact_rope_tables": tables,
-            "windows": windows, "block_sizes": units, "runtime": describe_runtime(runner)}
+            "ok": True,
+            "reason": "",
+            "layers": rotator.describe(),
+            "exact_rope_tables": tables,
+            "windows": windows,
+            "block_sizes": units,
+            "runtime": describe_runtime(runner),
+        }
         return dict(report)
 
     def voxgate_kv_geometry(self) -> dict[str, Any]:
         """The KV pool as this worker holds it: blocks, and per group its block size and window (None: full)."""
         runner: Any = self.model_runner  # type: ignore[attr-defined]
         groups = runner.kv_cache_config.kv_cache_groups
-        return {"num_blocks": int(runner.kv_cache_config.num_blocks),
-                "block_sizes": [int(g.kv_cache_spec.block_size) for g in groups],
-                "windows": [getattr(g.kv_cache_spec, "sliding_window", None) for g in groups]}
+        return {
+            "num_blocks": int(runner.kv_cache_config.num_blocks),
+            "block_sizes": [int(g.kv_cache_spec.block_size) for g in groups],
+            "windows": [getattr(g.kv_cache_spec, "sliding_window", None) for g in groups],
+        }
 
     def voxgate_reanchor_events(self) -> dict[str, Any]:
         """Events since the last call (each one this rank's acknowledgement of a shift it applied), plus totals."""
@@ -209,6 +231,8 @@ def _check_margin(max_model_len: int, margin: int, windows: list[int], block_siz
     if margin < 32:
         raise Unsupported(f"reanchor margin {margin} < 32 tokens: a chunk could reach max_model_len first")
     if max_model_len < needed:
-        raise Unsupported(f"max_model_len {max_model_len} leaves no room to re-anchor: it needs at least "
-                          f"{needed} (largest window {max(windows)} + block unit {unit} + margin {margin}); "
-                          "raise --max-model-len, narrow the windows or lower the margin")
+        raise Unsupported(
+            f"max_model_len {max_model_len} leaves no room to re-anchor: it needs at least "
+            f"{needed} (largest window {max(windows)} + block unit {unit} + margin {margin}); "
+            "raise --max-model-len, narrow the windows or lower the margin"
+        )

@@ -151,8 +151,7 @@ class SpeechStream(stt.SpeechStream):
             # one (a new `started` follows); the utterance was closed at the seam either way.
             self._close_speech()
         elif kind == "warning":
-            logger.warning("voxgate: %s: %s", r.warning.code, r.warning.message,
-                           extra={"session_id": self._session_id})
+            logger.warning("voxgate: %s: %s", r.warning.code, r.warning.message, extra={"session_id": self._session_id})
 
     def _data(self, result: pb.RecognitionResult) -> stt.SpeechData:
         offset = self.start_time_offset
@@ -162,8 +161,12 @@ class SpeechStream(stt.SpeechStream):
             start_time=duration_s(result.start_offset) + offset,
             end_time=duration_s(result.end_offset) + offset,
             words=[timed(w, offset) for w in result.words] if result.words else None,
-            metadata={"session_id": self._session_id, "result_id": result.result_id,
-                      "utterance_index": result.utterance_index, "revised": result.revised},
+            metadata={
+                "session_id": self._session_id,
+                "result_id": result.result_id,
+                "utterance_index": result.utterance_index,
+                "revised": result.revised,
+            },
         )
 
     def _boundaries(self, boundaries: list[SpeechBoundary]) -> None:

@@ -57,6 +57,7 @@ from .stream import SpeechStream
 
 __all__ = ["STT", "STTOptions", "SpeechStream"]
 
+
 class STT(StreamHost):
     def __init__(
         self,
@@ -224,9 +225,7 @@ class STT(StreamHost):
             end_time=duration_s(finals[-1].end_offset) if finals else 0.0,
             words=[timed(w, 0.0) for w in words] if words else None,
         )
-        return stt.SpeechEvent(
-            type=stt.SpeechEventType.FINAL_TRANSCRIPT, request_id=session_id, alternatives=[data]
-        )
+        return stt.SpeechEvent(type=stt.SpeechEventType.FINAL_TRANSCRIPT, request_id=session_id, alternatives=[data])
 
     def stream(
         self,
