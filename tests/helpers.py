@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import grpc
 import numpy as np
@@ -76,6 +78,21 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         return self.proc.wait()
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/<name>.py as a module (a generator's or checker's functions, called in process)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_check(name: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python scripts/<name>.py --check`, as a contributor runs it."""
+    script = ROOT / "scripts" / f"{name}.py"
+    return subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=timeout_s)
 
 
 def parent_pids() -> dict[int, int]:

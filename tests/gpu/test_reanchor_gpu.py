@@ -66,15 +66,9 @@ def test_gpu_negative_control_diverges(cuda: None, tiny_model: Any) -> None:
 
 def _device_check() -> Any:
     """scripts/device_check.py as a module (the torch-only checks, reused here with vLLM's own CUDA op)."""
-    import importlib.util
-    from pathlib import Path
+    from tests.helpers import load_script
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "device_check.py"
-    spec = importlib.util.spec_from_file_location("device_check", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("device_check")
 
 
 def test_gpu_keys_written_by_vllms_cache_op_rotate_to_rope_at_p_minus_d(cuda: None) -> None:

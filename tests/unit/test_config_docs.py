@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "gen_config_docs.py"
-
-
-def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gen_config_docs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import ROOT, load_script, run_check
 
 
 def test_doc_tables_are_generated_from_the_parser() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=120)
+    done = run_check("gen_config_docs")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_check_fails_when_the_table_is_stale(tmp_path: Path) -> None:
-    gen = _script()
+    gen = load_script("gen_config_docs")
     doc = tmp_path / "configuration.md"
     text = (ROOT / "docs" / "configuration.md").read_text()
     doc.write_text(text)
@@ -38,12 +26,14 @@ def test_check_fails_when_the_table_is_stale(tmp_path: Path) -> None:
 
 def test_the_callers_environment_does_not_leak_into_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VOXGATE_MAX_SESSIONS", "3")
-    row = next(line for line in _script().tables().splitlines() if line.startswith("| `--max-sessions` |"))
+    row = next(
+        line for line in load_script("gen_config_docs").tables().splitlines() if line.startswith("| `--max-sessions` |")
+    )
     assert row.split(" | ")[1:3] == ["`VOXGATE_MAX_SESSIONS`", "`16`"]
 
 
 def test_a_flag_without_an_environment_variable_says_so() -> None:
-    gen = _script()
+    gen = load_script("gen_config_docs")
     rows = {
         line.split(" | ")[0].removeprefix("| "): line.split(" | ")[1]
         for line in gen.tables().splitlines()
@@ -55,4 +45,4 @@ def test_a_flag_without_an_environment_variable_says_so() -> None:
 
 def test_doc_without_markers_is_an_error() -> None:
     with pytest.raises(ValueError, match="flags:begin"):
-        _script().with_tables("# no table here\n", "| x |\n")
+        load_script("gen_config_docs").with_tables("# no table here\n", "| x |\n")

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,28 +14,18 @@ from engine_sidecar.engines.voxtral.options import VoxtralOptions
 from service import limits
 from service.config import Config
 from service.session.engine_inputs import engine_queue
+from tests.helpers import ROOT, load_script, run_check
 from voxgate_client import ResumePolicy
 from voxgate_client import limits as client_limits
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "gen_limits_table.py"
-
-
-def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gen_limits_table", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_doc_table_is_generated_from_the_limits_modules() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, timeout=60)
+    done = run_check("gen_limits_table", timeout_s=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_check_fails_when_a_bound_changes(tmp_path: Path) -> None:
-    gen = _script()
+    gen = load_script("gen_limits_table")
     doc = tmp_path / "configuration.md"
     doc.write_text((ROOT / "docs" / "configuration.md").read_text())
     assert gen.check(doc) == 0
@@ -49,7 +36,7 @@ def test_check_fails_when_a_bound_changes(tmp_path: Path) -> None:
 
 
 def test_the_table_states_bounds_in_ms_of_audio_or_messages() -> None:
-    gen = _script()
+    gen = load_script("gen_limits_table")
     assert gen.bound_text(limits.ENGINE_QUEUE) == "5120 ms of audio"  # 64 chunks of 80 ms
     assert gen.bound_text(limits.AUDIO_MESSAGE).startswith("2048 ms of audio (65536 bytes")
     assert gen.bound_text(limits.ENGINE_OUTPUTS) == "64 messages"
@@ -57,7 +44,7 @@ def test_the_table_states_bounds_in_ms_of_audio_or_messages() -> None:
 
 def test_doc_without_markers_is_an_error() -> None:
     with pytest.raises(ValueError, match="limits:begin"):
-        _script().with_table("# no table here\n", "| x |\n")
+        load_script("gen_limits_table").with_table("# no table here\n", "| x |\n")
 
 
 def test_configurable_bounds_are_the_config_defaults() -> None:

@@ -5,24 +5,14 @@ The Go and Node code has the same check in tests/integration/test_other_clients.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, load_script
 
 SCRIPT = ROOT / "scripts" / "gen_protos.py"
-
-
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_protos", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _check(script: Path) -> subprocess.CompletedProcess[str]:
@@ -39,7 +29,7 @@ def test_check_fails_on_an_edited_a_missing_and_a_stale_module(tmp_path: Path) -
     (tmp_path / "scripts").mkdir()
     shutil.copy(SCRIPT, tmp_path / "scripts" / SCRIPT.name)
     shutil.copytree(ROOT / "proto", tmp_path / "proto")
-    targets = sorted({out.relative_to(ROOT) for out in _generator().TARGETS.values()})
+    targets = sorted({out.relative_to(ROOT) for out in load_script("gen_protos").TARGETS.values()})
     for rel in targets:
         shutil.copytree(ROOT / rel, tmp_path / rel, ignore=shutil.ignore_patterns("__pycache__"))
     copy = tmp_path / "scripts" / SCRIPT.name
