@@ -95,7 +95,8 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         "--max-latency-p95-s",
         type=float,
         default=None,
-        help="interim latency p95 per session (default: fake 0.25, voxtral, --server 1.0, sphinx 2.0)",
+        help="interim latency p95 per session (default by engine, a --server's as it says: fake 0.25, voxtral "
+        "1.0, sphinx 2.0; 1.0 for an engine it does not know)",
     )
     judge.add_argument("--max-final-s", type=float, default=2.0, help="end of audio → last final (default 2.0)")
     judge.add_argument("--max-slip-s", type=float, default=0.5, help="a send late against real time (default 0.5)")
@@ -132,7 +133,7 @@ def level_line(r: LevelResult) -> str:
 
 async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from .audio import load_loop
-    from .driver import SESSIONS_PER_CONNECTION, Plan, pick_language, run_level
+    from .driver import SESSIONS_PER_CONNECTION, Plan, pick_language, run_level, server_engine
     from .server import FAKE_WORD_MS, ServerProc, wait_serving, write_fake_script
     from .trace import Thresholds
 
@@ -166,6 +167,10 @@ async def _sweep(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     else:
         target, server_pid = args.server, args.server_pid
         await wait_serving(target, args.ready_timeout_s)
+        if args.max_latency_p95_s is None:  # judged as the engine it runs (the default server: PocketSphinx)
+            engine = await server_engine(target) or "remote"
+            latency = DEFAULT_LATENCY_P95_S.get(engine, DEFAULT_LATENCY_P95_S["remote"])
+            plan = dataclasses.replace(plan, thresholds=dataclasses.replace(plan.thresholds, latency_p95_s=latency))
     plan = dataclasses.replace(plan, language=await pick_language(target, args.language))
     results: list[LevelResult] = []
     t_begin = time.monotonic()

@@ -175,6 +175,13 @@ async def _progress(n: int, traces: list[SessionTrace], start: float, total_s: f
         )
 
 
+async def server_engine(target: str) -> str:
+    """The engine a running server says it runs (GetCapabilities), e.g. "sphinx"; "" if it does not say."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        caps = await speech_pb2_grpc.SpeechStub(channel).GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10)
+    return caps.engine.name
+
+
 async def pick_language(target: str, wanted: str | None) -> str:
     """`wanted`, or the server's first English language code (en-US for sphinx/fake, en for voxtral)."""
     if wanted:
