@@ -1,9 +1,10 @@
-"""The Voxtral front end's CPU per stream, in process: engine options side by side, A B B A.
+"""The Voxtral front end's CPU per stream, in process: engine options or probes side by side, A B B A.
 
 N sessions of noise at real time (80 ms chunks) on a VoxtralEngine started in this process (the engine core
 and its worker are vLLM's own child processes, not counted); this process's CPU over the run is the front
 end's: vLLM's AsyncLLM, voxgate's engine wrapper, no gRPC, no service. Each variant is a set of engine
-options; the variants alternate A B B A (… per --repeats) so that drift on a shared box hits both alike.
+options and probes (engine_sidecar/engines/voxtral/probes.py); the variants alternate A B B A (… per
+--repeats) so that drift on a shared box hits both alike.
 
     python bench/frontend_inproc.py --model /tmp/tiny --variant detokenizer=own --variant detokenizer=vllm
 """
@@ -32,10 +33,11 @@ def parse_variant(text: str) -> dict[str, Any]:
 
 
 async def one_run(model: str, options: dict[str, Any], n: int, seconds: float) -> dict[str, float]:
-    from engine_sidecar.engines import create_engine
-    from engine_sidecar.engines.voxtral.options import VoxtralOptions
+    from engine_sidecar.engines.voxtral.engine import VoxtralEngine
+    from engine_sidecar.engines.voxtral.probes import split
 
-    engine: Any = create_engine("voxtral", model, max(16, n), VoxtralOptions.from_mapping(options))
+    settings, probes = split(options)
+    engine: Any = VoxtralEngine(model, max(16, n), settings, probes=probes)
     await engine.start()
     try:
         pcm = (np.random.default_rng(0).standard_normal(int(16000 * seconds)) * 3000).astype("<i2").tobytes()

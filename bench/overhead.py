@@ -86,17 +86,9 @@ from service.bench.server import ServerProc, terminate  # noqa: E402
 from service.bench.trace import SessionSummary, SessionTrace, Thresholds, pct, summarize  # noqa: E402
 
 RESULTS_DIR = ROOT / "bench" / "results"
-# voxgate-vllm-render: voxgate with each step's engine input made by vLLM's generic renderer
-# (--engine-option chunk_render=vllm), the way every voxgate ran before the direct renderer: the "before" side.
-# voxgate-vllm-steps: voxgate with each request driven through AsyncLLM.generate's streaming input and vLLM's
-# realtime buffer (--engine-option step_driver=vllm), as every voxgate ran before the direct step driver.
-MODES = ("raw", "engine", "voxgate", "voxgate-vllm-render", "voxgate-vllm-steps", "vllm")
+MODES = ("raw", "engine", "voxgate", "vllm")
 # mode -> (engine options, service flags)
-VOXGATE_MODES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
-    "voxgate": ({}, ()),
-    "voxgate-vllm-render": ({"chunk_render": "vllm"}, ()),
-    "voxgate-vllm-steps": ({"step_driver": "vllm"}, ()),
-}
+VOXGATE_MODES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {"voxgate": ({}, ())}
 DEFAULT_LEVELS = (1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 64)
 
 

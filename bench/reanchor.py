@@ -183,17 +183,16 @@ class Engine:
     """One started VoxtralEngine in this process; legacy_rotation: its workers rotate with legacy_rotate."""
 
     def __init__(self, name: str, model: str, max_model_len: int, legacy_rotation: bool = False) -> None:
-        from engine_sidecar.engines import create_engine
-        from engine_sidecar.engines.voxtral.options import VoxtralOptions
+        from engine_sidecar.engines.voxtral.engine import VoxtralEngine
+        from engine_sidecar.engines.voxtral.probes import split
 
         self.name = name
         self.legacy_rotation = legacy_rotation
         self.legacy_calls = 0
         self._patch_dir = tempfile.TemporaryDirectory(prefix="voxgate-bench-before-") if legacy_rotation else None
         self.options = {"max_model_len": max_model_len, **ENGINE_OPTIONS}
-        self.engine: Any = create_engine(
-            "voxtral", model, int(ENGINE_OPTIONS["max_num_seqs"]), VoxtralOptions.from_mapping(self.options)
-        )
+        options, probes = split(self.options)
+        self.engine: Any = VoxtralEngine(model, int(ENGINE_OPTIONS["max_num_seqs"]), options, probes=probes)
 
     async def start(self) -> None:
         if self._patch_dir is None:

@@ -39,6 +39,7 @@ from engine_sidecar.engines.voxtral.allocator import describe as describe_alloca
 from engine_sidecar.engines.voxtral.engine import EXIT_ENGINE_DEAD, extension_choice
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
 from engine_sidecar.process.frontend import run_frontend
 
@@ -91,8 +92,11 @@ class CoreHost:
         from vllm.v1.engine.utils import bind_engine_zmq_listeners, launch_core_engines
         from vllm.v1.executor import Executor
 
-        _, extension = extension_choice(self._options, version)
-        engine_args = AsyncEngineArgs(**self._options.engine_kwargs(self._args.model, on_cpu=cpu, reanchor=extension))
+        probes = Probes.from_env()  # a test's, as its front ends read them
+        _, extension = extension_choice(self._options, version, probes)
+        engine_args = AsyncEngineArgs(
+            **self._options.engine_kwargs(self._args.model, on_cpu=cpu, reanchor=extension, probes=probes)
+        )
         engine_args._api_process_count = self._slots  # as run_multi_api_server: the supervisor's rank is -1
         engine_args._api_process_rank = -1
         vllm_config = engine_args.create_engine_config(UsageContext.ENGINE_CONTEXT)

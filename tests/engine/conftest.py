@@ -34,13 +34,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Harness:
-    """A started VoxtralEngine on a private event loop."""
+    """A started VoxtralEngine on a private event loop. `settings`: engine options and probes (probes.py) alike."""
 
-    def __init__(self, model: Path, options: dict[str, Any], max_sessions: int = 8) -> None:
+    def __init__(self, model: Path, settings: dict[str, Any], max_sessions: int = 8) -> None:
         from engine_sidecar.engines.voxtral.engine import VoxtralEngine
+        from engine_sidecar.engines.voxtral.probes import split
 
+        options, probes = split(settings)
         self.loop = asyncio.new_event_loop()
-        self.engine = VoxtralEngine(str(model), max_sessions, options)
+        self.engine = VoxtralEngine(str(model), max_sessions, options, probes=probes)
         self.run(self.engine.start())
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 240) -> T:

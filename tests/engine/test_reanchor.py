@@ -225,8 +225,11 @@ def test_config_guards_name_each_reason() -> None:
 
 def test_margin_must_fit_below_max_model_len() -> None:
     from engine_sidecar.engines.voxtral.options import VoxtralOptions
+    from engine_sidecar.engines.voxtral.probes import Probes
 
     with pytest.raises(ValueError, match="reanchor_margin_tokens"):
         VoxtralOptions.from_mapping({"max_model_len": 256, "reanchor_margin_tokens": 256})
     with pytest.raises(ValueError, match="reanchor_rotate"):
-        VoxtralOptions.from_mapping({"reanchor_rotate": "half"})
+        Probes(reanchor_rotate="half")
+    with pytest.raises(ValueError, match="unknown voxtral option 'reanchor_rotate'"):
+        VoxtralOptions.from_mapping({"reanchor_rotate": "none"})  # a probe, not an engine option

@@ -10,6 +10,7 @@ must equal those of the one-front-end engine (the default path) for the same aud
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ from engine_api.outputs import Closed, DiagnosticKind
 from engine_api.wire import output_from_proto
 from engine_sidecar.engines.voxtral.allocator import find_tcmalloc
 from engine_sidecar.engines.voxtral.frontend_client import frontend_socket
+from engine_sidecar.engines.voxtral.probes import Probes
 from service.bench.audio import speech_with_pauses as speech
 from tests.engine.conftest import Harness, Result, stream
 
@@ -46,10 +48,9 @@ OPTIONS: dict[str, Any] = dict(
     max_model_len=320,
     block_size=32,
     reanchor_margin_tokens=32,
-    emit_empty_deltas=True,
-    exact_rope_tables=True,
     max_num_seqs=4,
 )
+PROBES = Probes(emit_empty_deltas=True, exact_rope_tables=True)  # the sidecar's processes read them from the env
 EXIT_ENGINE_DEAD = 70
 AUDIO_S = 25.0  # one re-anchor per session (clock 288 at ~21 s)
 CHUNK_MS = 80
@@ -80,6 +81,7 @@ class FrontEnds:
             stdout=subprocess.PIPE,
             stderr=self.log.open("wb"),
             text=True,
+            env={**os.environ, **PROBES.env()},
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until READY (every front end serves) or exit
@@ -132,7 +134,7 @@ def audio() -> bytes:
 @pytest.fixture(scope="module")
 def one_frontend(make_harness: Any, audio: bytes) -> Result:
     """The default path (one AsyncLLM that launches its own core), same options, same audio."""
-    h: Harness = make_harness(**{k: v for k, v in OPTIONS.items() if k != "dtype"})
+    h: Harness = make_harness(**{k: v for k, v in OPTIONS.items() if k != "dtype"}, **dataclasses.asdict(PROBES))
     return h.run(stream(h.run(h.engine.open_session("ref", "en")), audio), timeout=600)
 
 

@@ -91,7 +91,9 @@ def test_blank_rut_over_speech_is_recovered(h: Harness) -> None:
     ctx = h.engine._ctx
     assert ctx is not None
     rut_ctx = dataclasses.replace(
-        ctx, options=dataclasses.replace(ctx.options, blank_logit_bias=100.0, rut_blank_frames=25)
+        ctx,
+        options=dataclasses.replace(ctx.options, rut_blank_frames=25),
+        probes=dataclasses.replace(ctx.probes, blank_logit_bias=100.0),
     )
     before = h.engine.counters().get("rut_recoveries", 0)
 

@@ -105,3 +105,19 @@ def test_values_are_json_where_they_parse_else_strings() -> None:
         "d": {"x": 1},
         "e": "",
     }
+
+
+def test_probes_are_no_engine_options_and_reach_a_sidecar_only_through_its_environment() -> None:
+    from engine_sidecar.engines.voxtral.probes import Probes, split
+
+    for probe in ("emit_empty_deltas=true", "exact_rope_tables=true", "chunk_render=vllm"):
+        with pytest.raises(ValueError, match="unknown voxtral option"):
+            engine_options(sidecar_args("--engine-option", probe))
+    probes = Probes(emit_empty_deltas=True, step_driver="vllm")
+    assert Probes.from_env(probes.env()) == probes and Probes.from_env({}) == Probes()
+    options, split_probes = split({"max_num_seqs": 2, "reanchor_rotate": "none"})
+    assert options == {"max_num_seqs": 2} and split_probes == Probes(reanchor_rotate="none")
+    with pytest.raises(ValueError, match="probe step_driver"):
+        Probes(step_driver="fast")
+    with pytest.raises(ValueError, match="unknown probes"):
+        Probes.from_mapping({"max_num_seqs": 2})

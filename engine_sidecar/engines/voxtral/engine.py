@@ -31,6 +31,7 @@ from engine_sidecar.engines.voxtral.allocator import describe as describe_alloca
 from engine_sidecar.engines.voxtral.core_calls import ABORT_CLIENT_METHOD
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
 from engine_sidecar.engines.voxtral.options import VLLM_VERSION, VoxtralOptions
+from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
 from engine_sidecar.engines.voxtral.reanchor.guards import config_problems
 from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, ReanchorLink
@@ -47,11 +48,11 @@ EXIT_ENGINE_DEAD = 70  # EX_SOFTWARE: distinct from a crash of the sidecar itsel
 LANGUAGES = ("en", "zh", "hi", "es", "ar", "fr", "pt", "ru", "de", "ja", "ko", "it", "nl")
 
 
-def extension_choice(options: VoxtralOptions, version: str) -> tuple[list[str], bool]:
+def extension_choice(options: VoxtralOptions, version: str, probes: Probes) -> tuple[list[str], bool]:
     """Why re-anchoring cannot run (start-up guards), and whether vLLM loads our extension all the same. The
     engine core's launcher (core_host.py) and every front end must agree: the engine args follow from it."""
     problems = config_problems(options, version, VLLM_VERSION) if options.reanchor else ["turned off (--no-reanchor)"]
-    return problems, not problems or options.exact_rope_tables or options.precise_rope
+    return problems, not problems or probes.reanchor_extension
 
 
 class VoxtralEngine:
@@ -63,15 +64,18 @@ class VoxtralEngine:
         exit: Callable[[int], None] = os._exit,
         clock: Callable[[], float] = time.monotonic,
         client: FrontEndClient | None = None,
+        probes: Probes | None = None,
     ) -> None:
         """client: this process is one of K front ends of an engine core another process launched
-        (process/core_host.py); None: it launches its own (one front end, the default)."""
+        (process/core_host.py); None: it launches its own (one front end, the default). probes: a test's
+        (probes.py); None: what VOXGATE_VOXTRAL_PROBES says, if anything."""
         if not model:
             raise ValueError(
                 "the voxtral engine needs --model: a Mistral-format checkpoint directory "
                 "(e.g. one written by `python -m engine_sidecar.engines.voxtral.tiny_checkpoint DIR`)"
             )
         self.options = options if isinstance(options, VoxtralOptions) else VoxtralOptions.from_mapping(options)
+        self.probes = probes if probes is not None else Probes.from_env()
         self._model = model
         self._exit = exit
         self._clock = clock
@@ -105,8 +109,10 @@ class VoxtralEngine:
         from vllm.model_executor.model_loader import get_model_cls
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        problems, extension = extension_choice(self.options, version)
-        args = AsyncEngineArgs(**self.options.engine_kwargs(self._model, on_cpu=cpu, reanchor=extension))
+        problems, extension = extension_choice(self.options, version, self.probes)
+        args = AsyncEngineArgs(
+            **self.options.engine_kwargs(self._model, on_cpu=cpu, reanchor=extension, probes=self.probes)
+        )
         # Built on the event-loop thread, not in a worker thread: PR_SET_PDEATHSIG fires when the *thread*
         # that started the child exits, so the EngineCore must be started by a thread that lives as long as we do.
         stat_loggers = [stat_logger_factory(self.scheduler)]
@@ -142,15 +148,15 @@ class VoxtralEngine:
         if kv_max < self.info.max_sessions:
             log.warning("kv_cache_limits_sessions", kv_max_sessions=kv_max, configured=self.info.max_sessions)
         geometry = geometry_from_tokenizer(llm.renderer.tokenizer)
-        render, render_mode = await chunk_render.choose(llm, self.options.chunk_render)
+        render, render_mode = await chunk_render.choose(llm, self.probes.chunk_render)
         pieces, detokenizer = token_text.choose(
             llm.renderer.tokenizer,
             llm.model_config.get_vocab_size(),
             steps.prompt_tokens(llm.model_config),
-            self.options.detokenizer,
+            self.probes.detokenizer,
         )
         driver = await step_driver.choose(
-            llm, model_cls, render, request_params(model_cls, None, None, pieces), self.options.step_driver
+            llm, model_cls, render, request_params(model_cls, None, None, pieces), self.probes.step_driver
         )
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
@@ -168,6 +174,7 @@ class VoxtralEngine:
             model_cls=model_cls,
             geometry=geometry,
             options=self.options,
+            probes=self.probes,
             rollover=NoRollover() if mode.reanchor else budget,
             counters=self._counters,
             on_request_error=self._on_request_error,

@@ -9,11 +9,13 @@ from typing import Any
 
 from engine_sidecar.engines.limits import ADMISSION_LAG, BACKLOG
 from engine_sidecar.engines.voxtral.allocator import CHOICES as ALLOCATORS
+from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.reanchor.settings import ReanchorSettings
 
 VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
 # Old option names still taken (--engine-option OLD=...): old name -> new name.
 RENAMED = {"freeze_timeout_s": "stall_timeout_s"}
+NO_PROBES = Probes()
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,6 @@ class VoxtralOptions:
     # RoPE re-anchoring (engine_sidecar/engines/voxtral/reanchor): unbounded sessions at constant memory
     reanchor: bool = True  # False, or a failed start-up guard: sessions roll over to fresh requests instead
     reanchor_margin_tokens: int = 128  # re-anchor once a session's clock reaches max_model_len - margin
-    exact_rope_tables: bool = False  # RoPE tables from float64 angles (exact at large positions; tests)
-    reanchor_rotate: str = "all"  # "all" | "decoder" | "none": negative controls for tests only
-    precise_rope: bool = False  # RoPE in float64, rounded once: an equivalent bf16 reference (tests only)
     # Session behaviour
     rollover_margin_tokens: int = 4  # head-room kept below max_model_len besides the right padding
     rollover_silence_window_s: float = 60.0  # look for a VAD silence this long before the cap
@@ -47,21 +46,10 @@ class VoxtralOptions:
     # The engine's stall watchdog: no output while audio is fed, for this long, restarts the session's request
     # (0: off). Every liveness check, and what it detects: docs/operating.md.
     stall_timeout_s: float = 10.0
-    emit_empty_deltas: bool = False  # one Delta per token, even blank ones (tests, debugging)
-    blank_logit_bias: float = 0.0  # added to the blank token's logit (tests: a large value forces a rut)
     # Front ends per engine core (process/core_host.py): K AsyncLLM processes share one EngineCore, each with
     # 1/K of its capacity; a dead front end is replaced on one of `frontend_spares` spare client slots.
     frontends: int = 1
     frontend_spares: int = 4
-    # How each 80 ms step's prompt becomes vLLM's engine input (voxtral/chunk_render.py): "direct" builds it
-    # in place (checked equal to vLLM's at start-up, else vLLM's is used), "vllm" through vLLM's renderer.
-    chunk_render: str = "direct"
-    # How the steps reach vLLM (voxtral/step_driver.py): "direct" sends each step's request from the request's
-    # own task (checked byte-equal to vLLM's at start-up, else vLLM's is used), "vllm" via AsyncLLM.generate.
-    step_driver: str = "direct"
-    # Each output token's text (voxtral/token_text.py): "own" from cached pieces with vLLM asked not to
-    # detokenize (checked equal to vLLM's text at start-up, else vLLM's is used), "vllm" vLLM's detokenizer.
-    detokenizer: str = "own"
     # malloc for vLLM's EngineCore and Worker (voxtral/allocator.py): "auto" tcmalloc on the CPU when the
     # system has it (glibc's heap fragments per token), "tcmalloc" anywhere (an error if absent), "system" glibc.
     allocator: str = "auto"
@@ -91,16 +79,8 @@ class VoxtralOptions:
             raise ValueError("max_model_len must be >= 128 (prompt, right padding and some audio must fit)")
         if self.max_num_seqs < 1:
             raise ValueError("max_num_seqs must be >= 1")
-        if self.reanchor_rotate not in ("all", "decoder", "none"):
-            raise ValueError("reanchor_rotate must be all, decoder or none")
         if not 0 < self.reanchor_margin_tokens < self.max_model_len:
             raise ValueError("reanchor_margin_tokens must be in (0, max_model_len)")
-        if self.chunk_render not in ("direct", "vllm"):
-            raise ValueError("chunk_render must be 'direct' or 'vllm'")
-        if self.step_driver not in ("direct", "vllm"):
-            raise ValueError("step_driver must be 'direct' or 'vllm'")
-        if self.detokenizer not in ("own", "vllm"):
-            raise ValueError("detokenizer must be 'own' or 'vllm'")
         if self.allocator not in ALLOCATORS:
             raise ValueError(f"allocator must be one of {', '.join(ALLOCATORS)}")
         if self.frontends < 1 or self.frontend_spares < 0:
@@ -128,16 +108,18 @@ class VoxtralOptions:
             out["audio_config"] = {"sliding_window": self.encoder_sliding_window}
         return out
 
-    def reanchor_settings(self) -> ReanchorSettings:
+    def reanchor_settings(self, probes: Probes = NO_PROBES) -> ReanchorSettings:
         return ReanchorSettings(
             margin_tokens=self.reanchor_margin_tokens,
-            rotate_decoder=self.reanchor_rotate != "none",
-            rotate_encoder=self.reanchor_rotate == "all",
-            exact_rope_tables=self.exact_rope_tables,
-            precise_rope=self.precise_rope,
+            rotate_decoder=probes.reanchor_rotate != "none",
+            rotate_encoder=probes.reanchor_rotate == "all",
+            exact_rope_tables=probes.exact_rope_tables,
+            precise_rope=probes.precise_rope,
         )
 
-    def engine_kwargs(self, model: str, on_cpu: bool, reanchor: bool = False) -> dict[str, Any]:
+    def engine_kwargs(
+        self, model: str, on_cpu: bool, reanchor: bool = False, probes: Probes = NO_PROBES
+    ) -> dict[str, Any]:
         """Keyword arguments for vllm.AsyncEngineArgs; `reanchor` loads the re-anchoring extension."""
         kwargs: dict[str, Any] = dict(
             model=model,
@@ -165,14 +147,14 @@ class VoxtralOptions:
             kwargs["block_size"] = self.block_size
         if overrides := self.hf_overrides():
             kwargs["hf_overrides"] = overrides
-        if reanchor or self.exact_rope_tables or self.precise_rope:
+        if reanchor or probes.reanchor_extension:
             # vLLM schedules synchronously on CPU and asynchronously on GPU by default. Ask for that explicitly
             # (vLLM then refuses an incompatible setting instead of resolving it quietly), subclass the matching
             # scheduler, and the scheduler checks the flag vLLM resolved at construction.
             kwargs["async_scheduling"] = not on_cpu
             scheduler = "ReanchorScheduler" if on_cpu else "ReanchorAsyncScheduler"
             kwargs["scheduler_cls"] = f"engine_sidecar.engines.voxtral.reanchor.scheduler.{scheduler}"
-            kwargs["additional_config"] = self.reanchor_settings().as_config()
+            kwargs["additional_config"] = self.reanchor_settings(probes).as_config()
         # Always: its capacity query needs no vLLM internals (re-anchoring arms only when asked).
         kwargs["worker_extension_cls"] = "engine_sidecar.engines.voxtral.reanchor.worker.ReanchorWorkerExtension"
         return kwargs

@@ -27,6 +27,7 @@ from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.output_queue import OutputChannel
 from engine_sidecar.engines.voxtral.chunk_render import Render
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.reanchor.tripwire import Unacknowledged
 from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, ReanchorEvent, StreamListener
 from engine_sidecar.engines.voxtral.rollover import RolloverPolicy
@@ -55,6 +56,7 @@ class EngineContext:
     model_cls: Any
     geometry: StreamGeometry
     options: VoxtralOptions
+    probes: Probes
     rollover: RolloverPolicy
     counters: EngineCounters
     on_request_error: Callable[[BaseException], None]  # exits the sidecar if the engine itself died
@@ -162,7 +164,7 @@ class VoxtralSession:
     def _start_stream(
         self, offset_ms: int, predecessor: RequestStream | None, announce: Diagnostic | None
     ) -> RequestStream:
-        bias = self._ctx.options.blank_logit_bias
+        bias = self._ctx.probes.blank_logit_bias
         reanchor = self._mode.reanchor
         stream = RequestStream(
             self._ctx.llm,
@@ -313,7 +315,7 @@ class VoxtralSession:
         blank = token_id == self._g.blank_token_id
         self._dog.on_token(blank)
         start, end = self._g.token_span_ms(k, stream.offset_ms, stream.audio_ms)
-        if text or self._ctx.options.emit_empty_deltas:
+        if text or self._ctx.probes.emit_empty_deltas:
             ids = (*self._pending_ids, token_id)
             if self._pending_ids:  # a word whose first tokens had no text of their own starts there
                 start = self._pending_start_ms
