@@ -91,15 +91,12 @@ def test_engine_death_mid_session_ends_it_and_exits_the_sidecar_non_zero(sidecar
     """The session's own task meets the dead engine (the step driver's path, not only the idle watch)."""
     import threading
 
-    import grpc
-
-    from engine_api.v1 import engine_pb2_grpc
     from service.bench.audio import speech_with_pauses
     from tests.engine.test_voxtral_frontends import session
 
-    stub = engine_pb2_grpc.EngineStub(grpc.insecure_channel(f"unix:{tmp_path / 'engine.sock'}"))
+    socket = str(tmp_path / "engine.sock")
     outcome: list[Any] = []
-    t = threading.Thread(target=lambda: outcome.append(session(stub, "s", speech_with_pauses(30.0), pace_s=0.08)))
+    t = threading.Thread(target=lambda: outcome.append(session(socket, "s", speech_with_pauses(30.0), pace_s=0.08)))
     t.start()
     time.sleep(4)  # steps are flowing
     core = next(p for p in sidecar.descendants if p.name() == "VLLM::EngineCore")
@@ -107,7 +104,8 @@ def test_engine_death_mid_session_ends_it_and_exits_the_sidecar_non_zero(sidecar
     assert sidecar.proc.wait(30) == EXIT_ENGINE_DEAD
     t.join(30)
     ((result, error),) = outcome
-    assert error is not None and error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL)
+    assert error is not None  # the connection ended without a clean end (LOST), or with the engine's error
+    assert result.closed is None
     assert "vllm_engine_dead" in sidecar.log.read_text()
 
 
