@@ -50,16 +50,24 @@ DIRECTORY_TIMEOUTS_S = {"tests/engine/": 900, "tests/gpu/": 900}
 # `make test` while its time allows (.ci/run). Each takes minutes for what it adds to the coverage `make test`
 # already has. What it is, and why it is here (times: pytest --durations, 2 cores, 2026-12-05).
 EXTENDED_LANE: dict[str, str] = {
-    "tests/engine/test_reanchor_memory.py": "one 12-minute session re-anchoring at flat memory (4-10 min); "
+    "tests/engine/test_reanchor_memory.py": "one 12-minute session re-anchoring at flat memory (70 s to 10 min); "
     "`make soak-memory` runs it longer, test_reanchor.py checks re-anchoring token for token",
     "tests/engine/test_reanchor_bf16.py": "bf16 re-anchoring within the spread of equivalent references "
-    "(100-200 s); test_reanchor.py checks float32 token for token",
+    "(80-200 s); test_reanchor.py checks float32 token for token",
     "tests/integration/test_wer_harness.py::test_the_wer_corpus_through_voxgate_in_every_condition": "the WER "
-    "corpus in every condition (about 5 min); the test beside it holds voxgate's WER to the engine's own",
-    "tests/engine/test_gpu_recipe_cpu.py::test_the_front_end_ceiling_mode_runs_on_the_cpu": "the GPU recipe's "
-    "front-end ceiling sweep on the CPU (about 2.5 min); its quick mode stays in `make test`",
+    "corpus in every condition (90 s)",
     "tests/deploy/test_images.py": "builds both container images from scratch with mmdebstrap and podman "
-    "(minutes); test_manifests.py checks every deployment file",
+    "(about 1 min); test_manifests.py checks every deployment file",
+    "tests/reliability/test_wire_fuzz.py": "the wire fuzz and chaos driver for 75 s (80 s); `make soak` runs it "
+    "for 30 minutes, test_fuzz.py and test_chaos.py keep its kinds of case in `make test`",
+    "tests/engine/test_voxtral_service.py::test_load_never_changes_a_transcript": "8 sessions of load next to a "
+    "lone run (60 s); test_four_desynchronized_sessions_keep_up_and_match_a_lone_run stays",
+    "tests/reliability/test_chaos_voxtral.py": "SIGKILL of a Voxtral sidecar under 3 live sessions and its vLLM "
+    "restart (50 s); test_chaos.py kills the fake engine's sidecar the same way in `make test`",
+    "tests/integration/test_wer_harness.py::test_through_voxgate_wer_never_exceeds_the_engine_alone": "the WER "
+    "corpus through voxgate and through the engine alone (50 s); test_sphinx_speech.py checks real speech",
+    "tests/engine/test_gpu_recipe_cpu.py": "the GPU recipe run end to end on the CPU, quick mode and ceiling "
+    "sweep (90 s); its pieces are tested on their own",
 }
 
 
