@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-v
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e clients/python -e clients/livekit-plugins-voxgate -e ".[sphinx,dev,bench]"
+	$(PY) -m pip install --quiet -e clients/python -e clients/livekit-plugins-voxgate -e ".[whisper,sphinx,dev,bench]"
 	touch $@
 
 install: $(STAMP)

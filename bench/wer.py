@@ -1,13 +1,14 @@
-"""WER of the embedded PocketSphinx engine alone and through voxgate, on the same samples.
+"""WER of an embedded engine (whisper, sphinx) alone and through voxgate, on the same samples.
 
 For every clip of a corpus (one or more folders with WAVs and a manifest.json of {file, text};
 default: the fixtures in tests/fixtures/audio plus the WER corpus in tests/fixtures/wer_corpus: 27
 clips, 396 words, at least 8 real speakers) and every client encoding (16 kHz LINEAR16, 8 kHz mu-law
 and A-law: the clip band-limited to 8 kHz with soxr HQ, then companded):
 
-- direct: PocketSphinx on its own streaming API (fresh decoder, start_utt, process_raw in 80 ms
-  chunks, end_utt, its final hypothesis) fed exactly the samples voxgate's engine gets for that
-  audio: the service's own decode, resampling and 20 ms framing (service.audio.pipeline);
+- direct: the engine's model alone, fed exactly the samples voxgate's engine gets for that audio
+  (the service's own decode, resampling and 20 ms framing: service.audio.pipeline): PocketSphinx
+  on its streaming API (fresh decoder, process_raw in 80 ms chunks, its final hypothesis), Whisper
+  as one decode of the whole clip (engine_sidecar/engines/whisper/decoder.py);
 - through voxgate: the same audio bytes streamed with the Python client, unpaced, in 20/80/320 ms
   client messages, interim results on, endpointing 10 s (one utterance per clip); the
   concatenated final results.
@@ -15,9 +16,10 @@ and A-law: the clip band-limited to 8 kHz with soxr HQ, then companded):
 Prints a markdown table (corpus-level WER: edits / reference words) and writes a JSON report.
 With --check, exits 1 when through-voxgate WER exceeds direct + 0.01 anywhere.
 
-    .venv/bin/python bench/wer.py [--server HOST:PORT] [--corpus DIR ...] [--check] [--out FILE]
+    .venv/bin/python bench/wer.py [--engine whisper|sphinx] [--server HOST:PORT] [--corpus DIR ...]
+        [--check] [--out FILE]
 
-Without --server it starts `voxgate serve --engine sphinx` on a free port and stops it after, with
+Without --server it starts `voxgate serve --engine ENGINE` (default whisper) on a free port and stops it after, with
 its final-flush and freeze watchdogs at --watchdog-s (120 s): at their defaults (10 s, 15 s) an
 overloaded host (load 8 on 2 cores) makes PocketSphinx's final pass over a 10-25 s utterance late,
 the session is reset (a seam: the interim text becomes final, the audio is replayed and decoded
@@ -36,7 +38,7 @@ import subprocess
 import sys
 import time
 import wave
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -116,12 +118,17 @@ def client_audio(pcm16k: bytes, encoding: str) -> tuple[bytes, int]:
     return (encode_mulaw(narrow) if kind is Encoding.MULAW else encode_alaw(narrow)), rate
 
 
-def engine_samples(data: bytes, encoding: str) -> bytes:
-    """The 16 kHz PCM16 voxgate's engine gets for these client bytes (decode, resample, 20 ms framing)."""
+def engine_chunks(data: bytes, encoding: str) -> list[EngineChunk]:
+    """The 16 kHz PCM16 chunks, with their VAD flags, that voxgate's engine gets for these client bytes
+    (decode, resample, 20 ms framing, VAD)."""
     kind = Encoding(encoding)
     pipeline = AudioPipeline(kind, RATE_HZ[kind], vad_aggressiveness=2, silence_ms=ONE_UTTERANCE_SILENCE_MS)
-    outputs = pipeline.push(data) + pipeline.finish()
-    return b"".join(o.pcm16 for o in outputs if isinstance(o, EngineChunk))
+    return [o for o in pipeline.push(data) + pipeline.finish() if isinstance(o, EngineChunk)]
+
+
+def engine_samples(data: bytes, encoding: str) -> bytes:
+    """The 16 kHz PCM16 voxgate's engine gets for these client bytes."""
+    return b"".join(c.pcm16 for c in engine_chunks(data, encoding))
 
 
 def sphinx_final(pcm16: bytes) -> str:
@@ -135,6 +142,32 @@ def sphinx_final(pcm16: bytes) -> str:
     decoder.end_utt()
     hyp = decoder.hyp()
     return hyp.hypstr if hyp is not None else ""
+
+
+_whisper: list[object] = []
+
+
+def whisper_final(chunks: Sequence[EngineChunk]) -> str:
+    """Whisper alone: one decode of the samples the engine decodes for one utterance of these chunks (from
+    its pre-roll before the first speech on: UtteranceAudio)."""
+    from engine_sidecar.engines.whisper.decoder import WhisperDecoder
+    from engine_sidecar.engines.whisper.engine import UtteranceAudio
+    from engine_sidecar.engines.whisper.model import default_source
+
+    if not _whisper:
+        _whisper.append(WhisperDecoder(default_source().directory, threads=1))
+    decoder: WhisperDecoder = _whisper[0]  # type: ignore[assignment]
+    audio = UtteranceAudio(0)
+    for chunk in chunks:
+        audio.add(chunk.pcm16, chunk.speech)
+    return " ".join(w.text for w in decoder.decode(bytes(audio.pcm16), 0).words) if audio.speech else ""
+
+
+DIRECT: dict[str, Callable[[Sequence[EngineChunk]], str]] = {
+    "sphinx": lambda chunks: sphinx_final(b"".join(c.pcm16 for c in chunks)),
+    "whisper": whisper_final,
+}
+ENGINES = tuple(DIRECT)
 
 
 def _messages(data: bytes, size: int) -> Iterator[bytes]:
@@ -159,10 +192,10 @@ def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int) -> s
 
 
 def measure(
-    target: str, clips: Sequence[Clip], encodings: Sequence[str], chunks: Sequence[int]
+    target: str, clips: Sequence[Clip], encodings: Sequence[str], chunks: Sequence[int], engine: str = "whisper"
 ) -> tuple[list[Row], list[dict[str, object]]]:
     """Every clip in every encoding: direct, and through voxgate at every message size."""
-    return measure_conditions(target, {(e, c): list(clips) for e in encodings for c in chunks})
+    return measure_conditions(target, {(e, c): list(clips) for e in encodings for c in chunks}, engine)
 
 
 def rotation(
@@ -177,7 +210,7 @@ def rotation(
 
 
 def measure_conditions(
-    target: str, conditions: dict[tuple[str, int], list[Clip]]
+    target: str, conditions: dict[tuple[str, int], list[Clip]], engine: str = "whisper"
 ) -> tuple[list[Row], list[dict[str, object]]]:
     """For each (encoding, message size) its clips direct and through voxgate: one direct row per encoding
     (over the clips of its conditions) when every condition of an encoding has the same clips, else one per
@@ -197,7 +230,7 @@ def measure_conditions(
             for (e, c), clips in conditions.items()
             for clip in clips
         }
-        direct = {key: sphinx_final(engine_samples(data, key[1])) for key, data in audio.items()}
+        direct = {key: DIRECT[engine](engine_chunks(data, key[1])) for key, data in audio.items()}
         texts_through = {key: future.result() for key, future in through.items()}
     rows: list[Row] = []
     texts: list[dict[str, object]] = []
@@ -267,9 +300,9 @@ def watchdog_args(seconds: float = WATCHDOG_S) -> list[str]:
     return ["--final-flush-timeout-s", str(seconds), "--freeze-timeout-s", str(seconds)] if seconds else []
 
 
-def start_sphinx_server(watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Popen[str], str]:
+def start_server(engine: str, watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "sphinx", *watchdog_args(watchdog_s)],
+        [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", engine, *watchdog_args(watchdog_s)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -299,7 +332,8 @@ def start_sphinx_server(watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Pope
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", help="a running voxgate server with the sphinx engine (default: start one)")
+    parser.add_argument("--engine", choices=ENGINES, default="whisper", help="the engine measured")
+    parser.add_argument("--server", help="a running voxgate server with that engine (default: start one)")
     parser.add_argument(
         "--corpus",
         type=Path,
@@ -325,24 +359,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     clips = load_corpus(*args.corpus)
     encodings, chunks = args.encodings.split(","), [int(c) for c in args.chunks.split(",")]
-    proc, target = (None, args.server) if args.server else start_sphinx_server(args.watchdog_s)
+    proc, target = (None, args.server) if args.server else start_server(args.engine, args.watchdog_s)
     try:
         rows, texts = (
-            measure_conditions(target, rotation(clips, encodings, chunks))
+            measure_conditions(target, rotation(clips, encodings, chunks), args.engine)
             if args.rotate
-            else measure(target, clips, encodings, chunks)
+            else measure(target, clips, encodings, chunks, args.engine)
         )
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(30)
     corpus = " + ".join(str(c.relative_to(ROOT)) if c.is_relative_to(ROOT) else str(c) for c in args.corpus)
-    print(f"{len(clips)} clips, {sum(len(normalize(c.text)) for c in clips)} reference words ({corpus})")
+    words = sum(len(normalize(c.text)) for c in clips)
+    print(f"engine {args.engine}: {len(clips)} clips, {words} reference words ({corpus})")
     print(table(rows))
     if args.out:
         args.out.write_text(
             json.dumps(
                 {
+                    "engine": args.engine,
                     "corpus": corpus,
                     "clips": len(clips),
                     "rotate": args.rotate,

@@ -24,7 +24,7 @@ class Config:
     tls_client_ca: str = ""
     auth_tokens_file: str = ""
     tenant_max_sessions: int = 0
-    engine: str = "sphinx"
+    engine: str = "whisper"
     model: str = ""
     # The engine's settings, passed to the sidecar unread (it types them: engine_sidecar/engines/voxtral/flags.py):
     preset: str = ""  # --preset NAME
@@ -70,8 +70,10 @@ HELP = {
     "auth_tokens_file": "bearer tokens (hashed) to tenants; set: every RPC but health and reflection needs one "
     "(reloaded on SIGHUP; see docs/security.md)",
     "tenant_max_sessions": "concurrent sessions per tenant unless its token entry says (0: only --max-sessions)",
-    "engine": "engine the sidecar runs: sphinx (embedded CPU), voxtral (vLLM), fake (tests)",
-    "model": "engine model: path or id (voxtral: checkpoint dir; fake: script JSON)",
+    "engine": "engine the sidecar runs: whisper (embedded CPU, default), sphinx (lightest CPU), voxtral (vLLM), "
+    "fake (tests)",
+    "model": "engine model: path or id (whisper: CTranslate2 Whisper dir, default tiny.en; voxtral: checkpoint "
+    "dir; fake: script JSON)",
     "max_sessions": "concurrent sessions admitted; more get UNAVAILABLE/CAPACITY",
     "workers": "service worker processes sharing the port (SO_REUSEPORT) and one engine sidecar; "
     "--max-sessions holds across them all (1: one process, no parent)",

@@ -81,6 +81,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="module")
+def whisper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    server = start_server(tmp_path_factory.mktemp("whisper"), engine="whisper")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
 def sphinx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     server = start_server(tmp_path_factory.mktemp("sphinx"), engine="sphinx")
     yield server

@@ -10,7 +10,7 @@ from engine_sidecar.engines.engine import Engine
 if TYPE_CHECKING:
     from engine_sidecar.engines.voxtral.options import VoxtralOptions
 
-ENGINE_NAMES = ("sphinx", "fake", "voxtral")
+ENGINE_NAMES = ("whisper", "sphinx", "fake", "voxtral")
 
 
 def engine_options(args: argparse.Namespace) -> VoxtralOptions | None:
@@ -31,6 +31,10 @@ def engine_options(args: argparse.Namespace) -> VoxtralOptions | None:
 
 def create_engine(name: str, model: str, max_sessions: int, options: VoxtralOptions | None = None) -> Engine:
     """options: the voxtral engine's (engine_options); the other engines take none."""
+    if name == "whisper":
+        from engine_sidecar.engines.whisper.engine import WhisperEngine
+
+        return WhisperEngine(model=model, max_sessions=max_sessions)
     if name == "sphinx":
         from engine_sidecar.engines.sphinx import SphinxEngine
 

@@ -1,13 +1,24 @@
-"""What the simple engines' sessions share (fake, sphinx): outputs through an OutputChannel, close = flush
+"""What the simple engines' sessions share (fake, sphinx, whisper): outputs through an OutputChannel, close = flush
 then Closed, and the engine's count of active sessions given back exactly once (close or abort)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
-from engine_api.outputs import Closed, EngineOutput
+from engine_api.outputs import Closed, EngineOutput, Progress
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.output_queue import OutputChannel
+
+T = TypeVar("T")
+
+# A final pass over a long utterance can take seconds of CPU (more on a loaded box, or behind other decodes):
+# while it runs the session says it is alive (Progress) so the service's final-flush deadline, which counts
+# from the engine's last word, waits for it; never longer than FINAL_PASS_LIMIT_S, so a decoder that hangs
+# still meets the deadline.
+FINAL_PASS_HEARTBEAT_S = 2.0
+FINAL_PASS_LIMIT_S = 120.0
 
 
 class ChannelSession:
@@ -18,12 +29,27 @@ class ChannelSession:
         self._out = OutputChannel()
         self._audio_ms = 0  # audio pushed so far
         self._released = False
+        self.final_pass_heartbeat_s = FINAL_PASS_HEARTBEAT_S
+        self.final_pass_limit_s = FINAL_PASS_LIMIT_S
 
     def outputs(self) -> AsyncIterator[EngineOutput]:
         return self._out.__aiter__()
 
     async def flush(self, marker: int) -> None:
         raise NotImplementedError
+
+    async def _with_heartbeat(self, work: Awaitable[T]) -> T:
+        """work's result, with a Progress every final_pass_heartbeat_s while it runs (at most
+        final_pass_limit_s of them)."""
+        task = asyncio.ensure_future(work)
+        beats = int(self.final_pass_limit_s / self.final_pass_heartbeat_s)
+        while beats > 0:
+            done, _ = await asyncio.wait({task}, timeout=self.final_pass_heartbeat_s)
+            if done:
+                break
+            beats -= 1
+            await self._out.put(Progress(self._audio_ms))
+        return await task
 
     async def close(self) -> None:
         await self.flush(marker=0)

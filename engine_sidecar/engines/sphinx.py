@@ -17,31 +17,19 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
-from dataclasses import dataclass
 
 from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
 from engine_api.info import EngineInfo, InterimStability
-from engine_api.outputs import Delta, Flushed, Progress, Revision
+from engine_api.outputs import Flushed
 from engine_api.status import EngineStatus
 from engine_sidecar.engines.base import ChannelSession
 from engine_sidecar.engines.engine import EngineCounters
+from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outputs, texts
 
 FRAME_MS = 10  # PocketSphinx frame rate is 100 frames/s
 STABLE_MS = 600
 SETTLE_MS = 400
 FILLERS = frozenset({"<s>", "</s>", "<sil>"})
-# The final pass over a long utterance can take seconds of CPU (more on a loaded box): while it runs the session
-# says it is alive (Progress) so the service's final-flush deadline, which counts from the engine's last word,
-# waits for it; never longer than FINAL_PASS_LIMIT_S, so a decoder that hangs still meets the deadline.
-FINAL_PASS_HEARTBEAT_S = 2.0
-FINAL_PASS_LIMIT_S = 120.0
-
-
-@dataclass(frozen=True)
-class Word:
-    text: str
-    start_ms: int
-    end_ms: int
 
 
 def _words(segments: object, utterance_start_ms: int) -> list[Word]:
@@ -61,24 +49,6 @@ def _words(segments: object, utterance_start_ms: int) -> list[Word]:
     return words
 
 
-def _delta(w: Word) -> Delta:
-    return Delta(text=" " + w.text, start_ms=w.start_ms, end_ms=w.end_ms)
-
-
-def _texts(words: list[Word]) -> list[str]:
-    return [w.text for w in words]
-
-
-def _agreed_prefix(hypotheses: list[list[Word]]) -> int:
-    """How many leading words every hypothesis shares."""
-    n = 0
-    for column in zip(*hypotheses, strict=False):
-        if any(w.text != column[0].text for w in column):
-            break
-        n += 1
-    return n
-
-
 class SphinxSession(ChannelSession):
     def __init__(self, decoder: object, counters: EngineCounters) -> None:
         super().__init__(counters)
@@ -86,8 +56,6 @@ class SphinxSession(ChannelSession):
         self._utterance_start_ms = 0
         self._committed: list[Word] = []  # emitted as deltas in this utterance
         self._history: list[tuple[int, list[Word]]] = []  # (audio_ms, hypothesis)
-        self.final_pass_heartbeat_s = FINAL_PASS_HEARTBEAT_S
-        self.final_pass_limit_s = FINAL_PASS_LIMIT_S
         decoder.start_utt()  # type: ignore[attr-defined]
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
@@ -99,11 +67,11 @@ class SphinxSession(ChannelSession):
             self._history.pop(0)
         if self._history[0][0] > self._audio_ms - STABLE_MS:
             return  # not enough history yet
-        stable = _agreed_prefix([h for _, h in self._history])
+        stable = agreed_prefix([h for _, h in self._history])
         done = len(self._committed)
         while stable > done and words[stable - 1].end_ms > self._audio_ms - SETTLE_MS:
             stable -= 1
-        if stable > done and _texts(words[:done]) == _texts(self._committed):
+        if stable > done and texts(words[:done]) == texts(self._committed):
             await self._emit(words[done:stable])
 
     def _decode(self, pcm16: bytes) -> list[Word]:
@@ -120,28 +88,17 @@ class SphinxSession(ChannelSession):
 
     async def _final_pass(self) -> list[Word]:
         """The decoder's final hypothesis, with a Progress heartbeat while it is computed."""
-        final = asyncio.ensure_future(asyncio.to_thread(self._end_utterance))
-        beats = int(self.final_pass_limit_s / self.final_pass_heartbeat_s)
-        while beats > 0:
-            done, _ = await asyncio.wait({final}, timeout=self.final_pass_heartbeat_s)
-            if done:
-                break
-            beats -= 1
-            await self._out.put(Progress(self._audio_ms))
-        return await final
+        return await self._with_heartbeat(asyncio.to_thread(self._end_utterance))
 
     async def _emit(self, words: list[Word]) -> None:
         for w in words:
-            await self._out.put(_delta(w))
+            await self._out.put(delta(w))
         self._committed += words
 
     async def flush(self, marker: int) -> None:
         final = await self._final_pass()
-        done = len(self._committed)
-        if _texts(final[:done]) == _texts(self._committed):
-            await self._emit(final[done:])  # the decoder's final hypothesis extends what was emitted
-        else:
-            await self._out.put(Revision(tuple(_delta(w) for w in final)))
+        for output in final_outputs(self._committed, final):
+            await self._out.put(output)
         self._utterance_start_ms = self._audio_ms
         self._committed = []
         self._history = []

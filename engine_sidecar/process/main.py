@@ -19,7 +19,7 @@ EXIT_BAD_OPTIONS = 2  # as argparse exits on a bad flag
 
 
 def add_sidecar_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=ENGINE_NAMES, default="sphinx")
+    parser.add_argument("--engine", choices=ENGINE_NAMES, default="whisper")
     parser.add_argument("--model", default="", help="engine model path or id (fake: script JSON)")
     parser.add_argument("--socket", required=True, help="Unix socket path to serve on")
     parser.add_argument("--max-sessions", type=int, default=16)

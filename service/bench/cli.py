@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the heavy imports (numpy, grpc) wait for `voxgate bench` it
 
 # interim latency p95 a session may have and keep up: the fake engine answers at once; Voxtral's own delay is
 # 480 ms; PocketSphinx revises its hypothesis in bursts about a second apart.
-DEFAULT_LATENCY_P95_S = {"fake": 0.25, "voxtral": 1.0, "remote": 1.0, "sphinx": 2.0}
+DEFAULT_LATENCY_P95_S = {"fake": 0.25, "voxtral": 1.0, "remote": 1.0, "sphinx": 2.0, "whisper": 2.0}
 
 
 def _ints(text: str) -> list[int]:
@@ -35,7 +35,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
     target.add_argument("--server", metavar="HOST:PORT", help="a running voxgate server")
     target.add_argument(
         "--engine",
-        choices=("fake", "sphinx", "voxtral"),
+        choices=("fake", "whisper", "sphinx", "voxtral"),
         default="fake",
         help="start `voxgate serve --engine ENGINE` on a free port (default fake: answers at once)",
     )
@@ -96,7 +96,7 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="interim latency p95 per session (default by engine, a --server's as it says: fake 0.25, voxtral "
-        "1.0, sphinx 2.0; 1.0 for an engine it does not know)",
+        "1.0, sphinx and whisper 2.0; 1.0 for an engine it does not know)",
     )
     judge.add_argument("--max-final-s", type=float, default=2.0, help="end of audio → last final (default 2.0)")
     judge.add_argument("--max-slip-s", type=float, default=0.5, help="a send late against real time (default 0.5)")

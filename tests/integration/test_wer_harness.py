@@ -48,7 +48,7 @@ def sphinx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
 
 def test_through_voxgate_wer_never_exceeds_the_engine_alone(sphinx_server: ServerProcess) -> None:
     clips = load_corpus(FIXTURES)
-    rows, texts = measure(sphinx_server.target, clips, list(ENCODINGS), CHUNK_MS)
+    rows, texts = measure(sphinx_server.target, clips, list(ENCODINGS), CHUNK_MS, engine="sphinx")
     assert len(rows) == len(ENCODINGS) * (1 + len(CHUNK_MS))
     assert not excesses(rows), f"through voxgate > direct + {MAX_EXCESS}:\n{table(rows)}"
     differing = [t for t in texts if t["through"] != t["direct"]]
@@ -61,8 +61,32 @@ def test_the_wer_corpus_through_voxgate_in_every_condition(sphinx_server: Server
     assert words >= 300, words
     conditions = rotation(clips)
     assert len(conditions) == len(ENCODINGS) * len(CHUNK_MS) and all(len(v) >= 2 for v in conditions.values())
-    rows, texts = measure_conditions(sphinx_server.target, conditions)
+    rows, texts = measure_conditions(sphinx_server.target, conditions, engine="sphinx")
     assert len(texts) == len(clips)
     assert not excesses(rows), f"through voxgate > direct + {MAX_EXCESS}:\n{table(rows)}"
     differing = [t for t in texts if t["through"] != t["direct"]]
     assert not differing, differing
+
+
+@pytest.fixture(scope="module")
+def whisper_wer_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    server = start_server(tmp_path_factory.mktemp("whisper-wer"), *watchdog_args(), engine="whisper")
+    yield server
+    server.stop()
+
+
+# The bar for the default engine, on the whole corpus (docs/benchmarks.md); this lean check runs each
+# clip once, in one of the nine conditions, so its per-encoding WER is over a third of the words.
+WHISPER_MAX_WER = {"linear16": 0.12, "mulaw": 0.20, "alaw": 0.20}
+
+
+def test_whisper_through_voxgate_is_the_model_alone_and_meets_its_wer(whisper_wer_server: ServerProcess) -> None:
+    clips = load_corpus(FIXTURES, WER_CORPUS)
+    rows, texts = measure_conditions(whisper_wer_server.target, rotation(clips), engine="whisper")
+    assert not excesses(rows), f"through voxgate > direct + {MAX_EXCESS}:\n{table(rows)}"
+    differing = [t for t in texts if t["through"] != t["direct"]]
+    assert not differing, differing
+    for encoding, limit in WHISPER_MAX_WER.items():
+        through = [r for r in rows if r.encoding == encoding and r.chunk_ms > 0]
+        errors, words = sum(r.errors for r in through), sum(r.words for r in through)
+        assert errors / words <= limit, f"{encoding}: WER {errors / words:.3f} > {limit}\n{table(rows)}"

@@ -17,11 +17,11 @@ from tests.engine_streams import stream
 from tests.helpers import read_wav_pcm, silence, voiced
 
 CHUNK = 2560  # 80 ms
-LIGHT_ENGINES = ("sphinx", "fake")  # voxtral runs the same contract in tests/engine (needs vLLM)
+LIGHT_ENGINES = ("whisper", "sphinx", "fake")  # voxtral runs the same contract in tests/engine (needs vLLM)
 
 
 def speech_for(name: str) -> bytes:
-    return read_wav_pcm("go_forward.wav")[0] if name == "sphinx" else voiced(2.0)
+    return read_wav_pcm("go_forward.wav")[0] if name in ("sphinx", "whisper") else voiced(2.0)
 
 
 async def started(name: str) -> Engine:
@@ -124,6 +124,24 @@ async def test_sphinx_ends_an_utterance_with_the_decoders_own_final_hypothesis(n
         await session.push_audio(audio[i : i + CHUNK], True)
     await session.close()
     assert utterance_texts(await asyncio.wait_for(reader, 30)) == [sphinx_final(audio)]
+
+
+async def test_whisper_ends_an_utterance_with_one_decode_of_its_samples() -> None:
+    from engine_sidecar.engines.whisper.decoder import WhisperDecoder
+    from engine_sidecar.engines.whisper.model import default_source
+
+    engine = await started("whisper")
+    audio = read_wav_pcm("go_forward.wav")[0]
+    session = await engine.open_session("t", "en")
+    reader = asyncio.create_task(_collect(session.outputs()))
+    for i in range(0, len(audio), CHUNK):
+        await session.push_audio(audio[i : i + CHUNK], True)
+    await session.close()
+    offline = WhisperDecoder(default_source().directory, threads=1).decode(audio, 0)
+    final = utterance_texts(await asyncio.wait_for(reader, 30))
+    assert final == [" ".join(w.text for w in offline.words)]
+    assert final[0].lower().rstrip(".") == "go forward 10 meters"
+    await engine.shutdown()
 
 
 async def _collect(outputs: AsyncIterator[EngineOutput]) -> list[EngineOutput]:

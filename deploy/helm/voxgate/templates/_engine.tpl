@@ -10,7 +10,7 @@ args:
   - --engine
   - {{ $preset.engine | quote }}
   - --model
-  - {{ ternary "" $.Values.model (eq $preset.engine "sphinx") | quote }}
+  - {{ ternary "" $.Values.model (ne $preset.engine "voxtral") | quote }}
   - --socket
   - {{ .socket | quote }}
   - --max-sessions

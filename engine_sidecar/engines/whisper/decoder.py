@@ -1,0 +1,127 @@
+"""One Whisper decode of one buffer of 16 kHz audio: its words, with times from Whisper's alignment heads.
+
+Interims and finals decode the same way, so the final is the model's answer for exactly the samples it
+was given. The encoder runs on the audio plus PAD_S of padding, not on Whisper's full 30 s window, and the
+output is capped at TOKENS_PER_S per second of audio: about half the CPU of a full-window decode for clips
+of a few seconds, at the same WER on tests/fixtures (docs/benchmarks.md). The padding matters: with 1-3 s
+of it, short clips loop ("5 5 5 5 ..."). A decode that loops anyway (its text compresses more than
+LOOP_COMPRESSION, Whisper's own test) is run again on the full window, then with a repetition penalty.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine_sidecar.engines.words import Word
+
+SAMPLE_RATE = 16000
+FRAMES_PER_S = 100  # Whisper's log-mel frames
+WINDOW_FRAMES = 30 * FRAMES_PER_S  # the encoder's longest input
+PAD_S = 10
+# A decode that Whisper itself says is not speech is dropped (faster-whisper's rule).
+NO_SPEECH_PROB = 0.6
+NO_SPEECH_LOGPROB = -1.0
+# Tokens per second of audio a decode may emit (fast speech is ~4), so a repetition loop ends early.
+TOKENS_PER_S = 8
+LOOP_COMPRESSION = 2.4
+# The retries of a decode that loops: (encoder window padded to the full 30 s, repetition penalty).
+RETRIES = ((True, 1.0), (True, 1.2))
+CONTEXT_TOKENS = 448
+MAX_PROMPT_TOKENS = CONTEXT_TOKENS // 2 - 1
+# Punctuation Whisper's word splitter leaves on its own: joined to the word before it.
+TRAILING_PUNCTUATION = frozenset(".,!?:;%)]}\"'\u3002\uff0c\uff01\uff1f\u3001")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    words: tuple[Word, ...]
+
+
+def pcm16_to_float(pcm16: bytes) -> np.ndarray:
+    return np.frombuffer(pcm16, np.int16).astype(np.float32) / 32768.0
+
+
+def loops(text: str) -> bool:
+    data = text.encode()
+    return len(data) > 12 and len(data) / len(zlib.compress(data)) > LOOP_COMPRESSION
+
+
+def join_punctuation(words: list[Word]) -> list[Word]:
+    joined: list[Word] = []
+    for w in words:
+        if joined and all(c in TRAILING_PUNCTUATION for c in w.text):
+            last = joined[-1]
+            joined[-1] = Word(last.text + w.text, last.start_ms, max(last.end_ms, w.end_ms))
+        else:
+            joined.append(w)
+    return joined
+
+
+class WhisperDecoder:
+    """Not thread-safe: one caller at a time (the decode queue's worker)."""
+
+    def __init__(self, directory: Path, threads: int) -> None:
+        from faster_whisper import WhisperModel
+
+        self._model = WhisperModel(str(directory), device="cpu", compute_type="int8", cpu_threads=threads)
+        self.multilingual = bool(self._model.model.is_multilingual)
+        self.languages: tuple[str, ...] = tuple(self._model.supported_languages) if self.multilingual else ("en",)
+        self._tokenizers: dict[str, object] = {}
+
+    def _tokenizer(self, language: str) -> object:
+        from faster_whisper.tokenizer import Tokenizer
+
+        if language not in self._tokenizers:
+            self._tokenizers[language] = Tokenizer(
+                self._model.hf_tokenizer, self.multilingual, task="transcribe", language=language
+            )
+        return self._tokenizers[language]
+
+    def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+        """The words of pcm16 (at most 30 s), their times offset by offset_ms; prompt: the text before it."""
+        import ctranslate2
+
+        samples = pcm16_to_float(pcm16)
+        if samples.size == 0:
+            return Hypothesis(())
+        features = self._model.feature_extractor(samples)
+        frames = min(features.shape[1], WINDOW_FRAMES)
+        tokenizer = self._tokenizer(language if self.multilingual else "en")
+        previous = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else []  # type: ignore[attr-defined]
+        head = [tokenizer.sot_prev, *previous[-MAX_PROMPT_TOKENS:]] if previous else []  # type: ignore[attr-defined]
+        start = [*head, *tokenizer.sot_sequence, tokenizer.no_timestamps]  # type: ignore[attr-defined]
+        max_length = min(CONTEXT_TOKENS, len(start) + int(TOKENS_PER_S * samples.size / SAMPLE_RATE) + 16)
+        eot = tokenizer.eot  # type: ignore[attr-defined]
+        for full_window, penalty in ((False, 1.0), *RETRIES):
+            window = WINDOW_FRAMES if full_window else min(WINDOW_FRAMES, frames + PAD_S * FRAMES_PER_S)
+            batch = np.zeros((1, features.shape[0], window), np.float32)
+            batch[0, :, :frames] = features[:, :frames]
+            encoded = self._model.model.encode(ctranslate2.StorageView.from_array(batch), to_cpu=False)
+            result = self._model.model.generate(
+                encoded,
+                [start],
+                beam_size=1,
+                max_length=max_length,
+                repetition_penalty=penalty,
+                return_scores=True,
+                return_no_speech_prob=True,
+                suppress_blank=True,
+                suppress_tokens=[-1],
+            )[0]
+            text_tokens = [t for t in result.sequences_ids[0] if t < eot]
+            if not loops(tokenizer.decode(text_tokens)):  # type: ignore[attr-defined]
+                break
+        if not text_tokens or (result.no_speech_prob > NO_SPEECH_PROB and result.scores[0] < NO_SPEECH_LOGPROB):
+            return Hypothesis(())
+        aligned = self._model.find_alignment(tokenizer, [text_tokens], encoded, frames)[0]
+        words = []
+        for w in aligned:
+            text = w["word"].strip()
+            if text:
+                start_ms = offset_ms + int(w["start"] * 1000)
+                words.append(Word(text, start_ms, max(start_ms, offset_ms + int(w["end"] * 1000))))
+        return Hypothesis(tuple(join_punctuation(words)))

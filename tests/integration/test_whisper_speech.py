@@ -1,0 +1,85 @@
+"""Real speech through the public API on the embedded Whisper engine (the default), end to end: the words
+are right, at 16 kHz and as 8 kHz telephony audio, and the final is the model's own decode of the samples."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from bench.wer import client_audio, engine_chunks, whisper_final
+from tests.helpers import (
+    ROOT,
+    ServerProcess,
+    audio_requests,
+    config_request,
+    final_text,
+    paced,
+    read_wav_pcm,
+    recognize,
+    silence,
+    word_error_rate,
+)
+from voxgate_client.v1 import speech_pb2 as pb
+
+ONE_UTTERANCE = pb.EndpointingConfig(silence_ms=10000)
+
+
+def transcribe(server: ServerProcess, *args: str) -> list[str]:
+    """`voxgate transcribe` as the README runs it: the final lines' text."""
+    out = subprocess.run(
+        [sys.executable, "-m", "service", "transcribe", "--server", server.target, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    return [line.split("] ", 1)[1] for line in out.stdout.splitlines() if "] " in line]
+
+
+def test_paced_speech_gives_growing_interims_then_the_final(whisper_server: ServerProcess) -> None:
+    pcm, rate = read_wav_pcm("librivox_amiable_woman.wav")
+    chunk = rate // 10 * 2  # 100 ms
+    responses = recognize(
+        whisper_server.stub(), [config_request(), *paced(audio_requests(pcm + silence(1.0), chunk), 0.1)]
+    )
+    assert responses[0].started.engine.name == "whisper"
+    assert responses[0].started.interim_stability == pb.INTERIM_STABILITY_REVISABLE
+    results = [r.result for r in responses if r.HasField("result")]
+    first_final = next(i for i, r in enumerate(results) if r.is_final)
+    interims = results[:first_final]
+    assert len(interims) >= 2, "a paced utterance of several seconds gets interims before its final"
+    for before, after in zip(interims, interims[1:], strict=False):
+        assert after.text.startswith(before.text)  # interims only grow within an utterance
+    reference = "had he married a more a amiable woman he might have been made still more respectable than he was"
+    assert word_error_rate(reference, final_text(responses)) <= 0.2
+
+
+@pytest.mark.parametrize("encoding", ["linear16", "mulaw", "alaw"])
+def test_the_final_is_the_models_decode_of_the_samples_in_every_encoding(
+    whisper_server: ServerProcess, encoding: str
+) -> None:
+    pcm16k, _ = read_wav_pcm("flite_rms_call_me_back.wav")
+    data, rate = client_audio(pcm16k, encoding)
+    enc = {"linear16": pb.AUDIO_ENCODING_LINEAR16, "mulaw": pb.AUDIO_ENCODING_MULAW, "alaw": pb.AUDIO_ENCODING_ALAW}
+    config = config_request(encoding=enc[encoding], sample_rate_hz=rate, endpointing=ONE_UTTERANCE)
+    text = final_text(recognize(whisper_server.stub(), [config, *audio_requests(data, 1600)]))
+    assert text.split() == whisper_final(engine_chunks(data, encoding)).split()
+    assert word_error_rate("please call me back tomorrow morning", text) == 0
+
+
+def test_the_readme_commands_print_what_was_said(whisper_server: ServerProcess) -> None:
+    audio = "tests/fixtures/audio/"
+    assert transcribe(whisper_server, "--no-pace", audio + "flite_rms_call_me_back.wav") == [
+        "Please call me back tomorrow morning."
+    ]
+    alaw = transcribe(
+        whisper_server, "--no-pace", "--sample-rate", "8000", "--encoding", "alaw", audio + "call_me_back_8k.alaw"
+    )
+    assert word_error_rate("please call me back tomorrow morning", " ".join(alaw)) == 0
+    cards = transcribe(
+        whisper_server, "--no-pace", "--endpointing-silence-ms", "2000", audio + "cards_eight_of_spades.wav"
+    )
+    assert word_error_rate("eight of spades four of clubs seven of hearts", " ".join(cards)) <= 1 / 9

@@ -1,0 +1,176 @@
+"""The whisper engine's streaming logic, on a scripted decoder: LocalAgreement-2 interims, the final as one
+decode, segments of long utterances, the decode queue's order, and no decode of silence."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from engine_api.audio import BYTES_PER_MS
+from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Progress, Revision
+from engine_sidecar.engines.engine import EngineCounters
+from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
+from engine_sidecar.engines.whisper.decoder import Hypothesis, join_punctuation
+from engine_sidecar.engines.whisper.engine import SEGMENT_MS, WhisperSession, word_key
+from engine_sidecar.engines.words import Word, agreed_prefix
+
+CHUNK_MS = 80
+
+
+class ScriptedDecoder:
+    """Hears the words of a script that end inside the audio it is given; `hear` rewrites what it hears."""
+
+    def __init__(self, script: list[Word], hear: Callable[[list[Word], int], list[Word]] | None = None) -> None:
+        self.script = script
+        self.hear = hear or (lambda words, calls: words)
+        self.calls: list[tuple[int, int, str]] = []  # (offset_ms, audio_ms, prompt)
+
+    def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+        end_ms = offset_ms + len(pcm16) // BYTES_PER_MS
+        self.calls.append((offset_ms, len(pcm16) // BYTES_PER_MS, prompt))
+        heard = [w for w in self.script if w.start_ms >= offset_ms and w.end_ms <= end_ms]
+        return Hypothesis(tuple(self.hear(heard, len(self.calls))))
+
+
+def script(n: int, every_ms: int = 400) -> list[Word]:
+    return [Word(f"w{i}", i * every_ms, i * every_ms + every_ms - 50) for i in range(n)]
+
+
+async def run(decoder: ScriptedDecoder, audio_ms: int, speech: bool = True) -> list[EngineOutput]:
+    queue = DecodeQueue(decoder)  # type: ignore[arg-type]
+    queue.start()
+    counters = EngineCounters()
+    counters.opened()
+    session = WhisperSession(queue, counters, "en", lambda: False)
+    outputs: list[EngineOutput] = []
+
+    async def read() -> None:
+        async for o in session.outputs():
+            outputs.append(o)
+
+    reader = asyncio.ensure_future(read())
+    for _ in range(audio_ms // CHUNK_MS):
+        await session.push_audio(b"\0\0" * 16 * CHUNK_MS, speech)
+        await asyncio.sleep(0.002)  # the decode queue's worker runs between chunks
+    await session.close()
+    await asyncio.wait_for(reader, 10)
+    await queue.stop()
+    assert counters.sessions_active == 0
+    return outputs
+
+
+def final_text(outputs: list[EngineOutput]) -> list[str]:
+    text: list[str] = []
+    for o in outputs:
+        if isinstance(o, Delta):
+            text.append(o.text.strip())
+        elif isinstance(o, Revision):
+            text = [d.text.strip() for d in o.deltas]
+    return text
+
+
+async def test_interims_are_words_two_decodes_agree_on_and_the_final_extends_them() -> None:
+    decoder = ScriptedDecoder(script(10))
+    outputs = await run(decoder, 4000)
+    deltas = [o for o in outputs if isinstance(o, Delta)]
+    flushed = next(i for i, o in enumerate(outputs) if isinstance(o, Flushed))
+    interims = [d.text.strip() for d in deltas if outputs.index(d) < flushed - 1]
+    assert interims and interims == [f"w{i}" for i in range(len(interims))]
+    assert not any(isinstance(o, Revision) for o in outputs)
+    assert final_text(outputs) == [f"w{i}" for i in range(10)]
+    assert isinstance(outputs[-1], Closed)
+
+
+async def test_a_final_that_hears_a_said_word_otherwise_revises_the_utterance() -> None:
+    # The interim decodes (1-3) hear w1 as "x1"; the final decode (4) hears it right.
+    def hear(words: list[Word], calls: int) -> list[Word]:
+        return [Word("x1", w.start_ms, w.end_ms) if w.text == "w1" and calls <= 3 else w for w in words]
+
+    outputs = await run(ScriptedDecoder(script(8), hear=hear), 3200)
+    revision = next(i for i, o in enumerate(outputs) if isinstance(o, Revision))
+    assert "x1" in [o.text.strip() for o in outputs[:revision] if isinstance(o, Delta)]
+    assert isinstance(outputs[revision + 1], Flushed)
+    assert final_text(outputs) == [f"w{i}" for i in range(8)]
+
+
+async def test_interims_go_on_after_a_said_word_is_heard_otherwise() -> None:
+    # Decodes 1-2 hear "w2" as "was"; later ones hear "w2": the words after it are still sent as interims.
+    def hear(words: list[Word], calls: int) -> list[Word]:
+        return [Word("was", w.start_ms, w.end_ms) if w.text == "w2" and calls <= 3 else w for w in words]
+
+    outputs = await run(ScriptedDecoder(script(12), hear=hear), 4800)
+    flushed = next(i for i, o in enumerate(outputs) if isinstance(o, Flushed))
+    revision = next(i for i, o in enumerate(outputs) if isinstance(o, Revision))
+    assert revision == flushed - 1
+    before = [o.text.strip() for o in outputs[:revision] if isinstance(o, Delta)]
+    assert "was" in before and "w6" in before
+    assert final_text(outputs) == [f"w{i}" for i in range(12)]
+
+
+async def test_an_utterance_of_silence_is_not_decoded() -> None:
+    decoder = ScriptedDecoder(script(5))
+    outputs = await run(decoder, 3000, speech=False)
+    assert decoder.calls == []
+    assert [type(o) for o in outputs if not isinstance(o, Progress)] == [Flushed, Closed]
+
+
+async def test_a_long_utterance_is_cut_into_segments_with_the_text_so_far_as_prompt() -> None:
+    words = script(80)  # 32 s of words
+    decoder = ScriptedDecoder(words)
+    outputs = await run(decoder, 32_000)
+    assert final_text(outputs) == [w.text for w in words]
+    assert max(audio_ms for _, audio_ms, _ in decoder.calls) <= SEGMENT_MS + CHUNK_MS
+    second = [c for c in decoder.calls if c[0] > 0]
+    offset, _, prompt = second[0]
+    last_before_cut = next(w for w in words if w.end_ms == offset)  # the cut is at a word's end
+    assert prompt == " ".join(w.text for w in words[: words.index(last_before_cut) + 1])
+
+
+async def test_the_queue_decodes_finals_first_and_withdrawn_jobs_get_none() -> None:
+    order: list[int] = []
+
+    class Recording:
+        def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+            order.append(offset_ms)
+            return Hypothesis(())
+
+    queue = DecodeQueue(Recording())  # type: ignore[arg-type]
+    owner_a, owner_b = object(), object()
+    jobs = [
+        asyncio.ensure_future(queue.interim(owner_a, DecodeRequest(b"", 1))),
+        asyncio.ensure_future(queue.interim(owner_b, DecodeRequest(b"", 2))),
+        asyncio.ensure_future(queue.final(owner_a, DecodeRequest(b"", 3))),
+    ]
+    await asyncio.sleep(0)
+    queue.withdraw(owner_b)
+    queue.start()
+    results = await asyncio.gather(*jobs)
+    assert order == [3, 1]
+    assert results[1] is None and results[0] == Hypothesis(())
+    await queue.stop()
+
+
+async def test_the_queue_reports_its_lag_on_the_injected_clock() -> None:
+    now = [100.0]
+    queue = DecodeQueue(ScriptedDecoder([]), clock=lambda: now[0])  # type: ignore[arg-type]
+    job = asyncio.ensure_future(queue.interim(object(), DecodeRequest(b"", 0)))
+    await asyncio.sleep(0)
+    now[0] = 104.5
+    assert queue.lag_s() == pytest.approx(4.5)
+    queue.start()
+    await job
+    assert queue.lag_s() == 0.0
+    await queue.stop()
+
+
+def test_words_agree_without_case_or_punctuation_and_punctuation_joins_its_word() -> None:
+    a = [Word("Ask", 0, 1), Word("not.", 1, 2)]
+    b = [Word("ask", 0, 1), Word("not,", 1, 2), Word("what", 2, 3)]
+    assert agreed_prefix([a, b], word_key) == 2
+    assert agreed_prefix([a, b]) == 0
+    assert join_punctuation([Word("Mr", 0, 5), Word(".", 5, 9), Word("Smith", 9, 12)]) == [
+        Word("Mr.", 0, 9),
+        Word("Smith", 9, 12),
+    ]
