@@ -20,18 +20,19 @@ CHUNK_MS = 80
 
 
 class ScriptedDecoder:
-    """Hears the words of a script that end inside the audio it is given; `hear` rewrites what it hears."""
+    """Hears the words of a script that end inside the audio it is given; `hear(words, audio_ms)` rewrites
+    what it hears in a decode of audio_ms of audio."""
 
     def __init__(self, script: list[Word], hear: Callable[[list[Word], int], list[Word]] | None = None) -> None:
         self.script = script
-        self.hear = hear or (lambda words, calls: words)
+        self.hear = hear or (lambda words, audio_ms: words)
         self.calls: list[tuple[int, int, str]] = []  # (offset_ms, audio_ms, prompt)
 
     def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
         end_ms = offset_ms + len(pcm16) // BYTES_PER_MS
         self.calls.append((offset_ms, len(pcm16) // BYTES_PER_MS, prompt))
         heard = [w for w in self.script if w.start_ms >= offset_ms and w.end_ms <= end_ms]
-        return Hypothesis(tuple(self.hear(heard, len(self.calls))))
+        return Hypothesis(tuple(self.hear(heard, len(pcm16) // BYTES_PER_MS)))
 
 
 def script(n: int, every_ms: int = 400) -> list[Word]:
@@ -84,11 +85,11 @@ async def test_interims_are_words_two_decodes_agree_on_and_the_final_extends_the
 
 
 async def test_a_final_that_hears_a_said_word_otherwise_revises_the_utterance() -> None:
-    # The interim decodes (1-3) hear w1 as "x1"; the final decode (4) hears it right.
-    def hear(words: list[Word], calls: int) -> list[Word]:
-        return [Word("x1", w.start_ms, w.end_ms) if w.text == "w1" and calls <= 3 else w for w in words]
+    # The interim decodes (every 560 ms, up to 2800 ms) hear w1 as "x1"; the final decode (3280 ms) hears it right.
+    def hear(words: list[Word], audio_ms: int) -> list[Word]:
+        return [Word("x1", w.start_ms, w.end_ms) if w.text == "w1" and audio_ms < 3280 else w for w in words]
 
-    outputs = await run(ScriptedDecoder(script(8), hear=hear), 3200)
+    outputs = await run(ScriptedDecoder(script(8), hear=hear), 3280)
     revision = next(i for i, o in enumerate(outputs) if isinstance(o, Revision))
     assert "x1" in [o.text.strip() for o in outputs[:revision] if isinstance(o, Delta)]
     assert isinstance(outputs[revision + 1], Flushed)
@@ -96,9 +97,10 @@ async def test_a_final_that_hears_a_said_word_otherwise_revises_the_utterance() 
 
 
 async def test_interims_go_on_after_a_said_word_is_heard_otherwise() -> None:
-    # Decodes 1-2 hear "w2" as "was"; later ones hear "w2": the words after it are still sent as interims.
-    def hear(words: list[Word], calls: int) -> list[Word]:
-        return [Word("was", w.start_ms, w.end_ms) if w.text == "w2" and calls <= 3 else w for w in words]
+    # The decodes of up to 2240 ms hear "w2" as "was" (and two agree, so it is sent); later ones hear "w2":
+    # the words after it are still sent as interims.
+    def hear(words: list[Word], audio_ms: int) -> list[Word]:
+        return [Word("was", w.start_ms, w.end_ms) if w.text == "w2" and audio_ms <= 2240 else w for w in words]
 
     outputs = await run(ScriptedDecoder(script(12), hear=hear), 4800)
     flushed = next(i for i, o in enumerate(outputs) if isinstance(o, Flushed))
@@ -122,10 +124,19 @@ async def test_a_long_utterance_is_cut_into_segments_with_the_text_so_far_as_pro
     outputs = await run(decoder, 32_000)
     assert final_text(outputs) == [w.text for w in words]
     assert max(audio_ms for _, audio_ms, _ in decoder.calls) <= SEGMENT_MS + CHUNK_MS
-    second = [c for c in decoder.calls if c[0] > 0]
-    offset, _, prompt = second[0]
-    last_before_cut = next(w for w in words if w.end_ms == offset)  # the cut is at a word's end
-    assert prompt == " ".join(w.text for w in words[: words.index(last_before_cut) + 1])
+    offset, _, prompt = decoder.calls[-1]  # the final decode: the last segment, after the text before it
+    assert offset > 0 and any(w.end_ms == offset for w in words)  # the cut is at a word's end
+    assert prompt == " ".join(w.text for w in words if w.end_ms <= offset)
+
+
+async def test_an_interim_decode_costs_a_few_seconds_of_audio_whatever_the_utterance() -> None:
+    words = script(50)  # 20 s of words, one segment
+    decoder = ScriptedDecoder(words)
+    outputs = await run(decoder, 20_000)
+    interims = decoder.calls[:-1]
+    assert max(audio_ms for _, audio_ms, _ in interims[len(interims) // 2 :]) <= 3000
+    assert decoder.calls[-1][:2] == (0, 20_000)  # the final decodes the whole utterance
+    assert final_text(outputs) == [w.text for w in words]
 
 
 async def test_the_queue_decodes_finals_first_and_withdrawn_jobs_get_none() -> None:
@@ -154,7 +165,7 @@ async def test_the_queue_decodes_finals_first_and_withdrawn_jobs_get_none() -> N
 
 async def test_the_queue_reports_its_lag_on_the_injected_clock() -> None:
     now = [100.0]
-    queue = DecodeQueue(ScriptedDecoder([]), clock=lambda: now[0])  # type: ignore[arg-type]
+    queue = DecodeQueue(ScriptedDecoder([]), workers=2, clock=lambda: now[0])  # type: ignore[arg-type]
     job = asyncio.ensure_future(queue.interim(object(), DecodeRequest(b"", 0)))
     await asyncio.sleep(0)
     now[0] = 104.5

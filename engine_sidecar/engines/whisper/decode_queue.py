@@ -1,4 +1,6 @@
-"""The engine's one decoder, shared by its sessions: finals first, then interims oldest first.
+"""The engine's decoder, shared by its sessions: finals first, then interims oldest first, on `workers`
+decodes at a time (one per core: a one-thread decode of tiny.en costs less CPU than a two-thread one and
+takes about as long, docs/benchmarks.md).
 
 A decode costs about the same whatever the buffer's length (the encoder's padded window), so the queue never
 holds more than one interim and one final per session: a session asks for its next interim only when its
@@ -34,24 +36,25 @@ class _Job:
 
 
 class DecodeQueue:
-    def __init__(self, decoder: WhisperDecoder, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, decoder: WhisperDecoder, workers: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
         self._decoder = decoder
+        self._workers = workers
         self._clock = clock
         self._finals: deque[_Job] = deque()
         self._interims: deque[_Job] = deque()
         self._wake = asyncio.Event()
-        self._busy_since: float | None = None  # when the decode in progress started
-        self._worker: asyncio.Task[None] | None = None
+        self._busy_since: dict[int, float] = {}  # worker → when its decode in progress started
+        self._tasks: list[asyncio.Task[None]] = []
         self.decodes = 0
         self.decode_s = 0.0
 
     def start(self) -> None:
-        self._worker = asyncio.ensure_future(self._run())
+        self._tasks = [asyncio.ensure_future(self._run(i)) for i in range(self._workers)]
 
     async def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for job in (*self._finals, *self._interims):
             job.done.cancel()
 
@@ -77,13 +80,11 @@ class DecodeQueue:
         """How long the oldest job has waited, or the decode in progress has run: 0 when idle."""
         now = self._clock()
         waits = [now - j.queued_at for j in (*self._finals, *self._interims)]
-        if self._busy_since is not None:
-            waits.append(now - self._busy_since)
-        return max(waits, default=0.0)
+        return max(waits, default=self.busy_s())
 
     def busy_s(self) -> float:
-        """How long the decode in progress has run (0 when idle): a hung decoder shows here."""
-        return 0.0 if self._busy_since is None else self._clock() - self._busy_since
+        """How long the oldest decode in progress has run (0 when idle): a hung decoder shows here."""
+        return max((self._clock() - t for t in self._busy_since.values()), default=0.0)
 
     async def _submit(self, queue: deque[_Job], owner: object, request: DecodeRequest) -> Hypothesis | None:
         job = _Job(owner, request, self._clock())
@@ -96,14 +97,14 @@ class DecodeQueue:
                 queue.remove(job)
             raise
 
-    async def _run(self) -> None:
+    async def _run(self, worker: int) -> None:
         while True:
             if not self._finals and not self._interims:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             job = (self._finals or self._interims).popleft()
-            self._busy_since = self._clock()
+            started = self._busy_since[worker] = self._clock()
             try:
                 r = job.request
                 result = await asyncio.to_thread(self._decoder.decode, r.pcm16, r.offset_ms, r.prompt, r.language)
@@ -115,5 +116,5 @@ class DecodeQueue:
                     job.done.set_result(result)
             finally:
                 self.decodes += 1
-                self.decode_s += self._clock() - self._busy_since
-                self._busy_since = None
+                self.decode_s += self._clock() - started
+                del self._busy_since[worker]

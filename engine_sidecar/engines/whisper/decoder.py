@@ -62,12 +62,14 @@ def join_punctuation(words: list[Word]) -> list[Word]:
 
 
 class WhisperDecoder:
-    """Not thread-safe: one caller at a time (the decode queue's worker)."""
+    """Up to `workers` decodes at once, from as many threads, each on `threads` cores."""
 
-    def __init__(self, directory: Path, threads: int) -> None:
+    def __init__(self, directory: Path, threads: int, workers: int = 1) -> None:
         from faster_whisper import WhisperModel
 
-        self._model = WhisperModel(str(directory), device="cpu", compute_type="int8", cpu_threads=threads)
+        self._model = WhisperModel(
+            str(directory), device="cpu", compute_type="int8", cpu_threads=threads, num_workers=workers
+        )
         self.multilingual = bool(self._model.model.is_multilingual)
         self.languages: tuple[str, ...] = tuple(self._model.supported_languages) if self.multilingual else ("en",)
         self._tokenizers: dict[str, object] = {}

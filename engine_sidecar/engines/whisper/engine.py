@@ -25,11 +25,14 @@ from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder
 from engine_sidecar.engines.whisper.model import check, source_for
 from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outputs, texts
 
-INTERIM_EVERY_MS = 1000
+# A word is sent once two decodes agree on it: about 1.5 cadences after it is spoken. Under load each stream's
+# interims come less often by themselves (one waits per stream), so the cadence is a floor, not a promise.
+INTERIM_EVERY_MS = 500
+INTERIM_CONTEXT_MS = 1000
 PREROLL_MS = 300  # audio kept before an utterance's first speech (the VAD flags speech a little late)
 SEGMENT_MS = 25_000  # Whisper's window is 30 s
 CUT_MARGIN_MS = 1000  # a segment is cut after a word that ends this much before its end (no cut words)
-WORD_OVERLAP_MS = 100  # word times from two decodes differ by tens of ms
+SAME_WORD_MS = 400  # one word's end in two decodes of different windows
 # New sessions are refused while the decoder is this far behind (its oldest job's wait).
 ADMISSION_LAG_S = 3.0
 # A decode that runs this long is a hung decoder: the sessions stop reporting Progress, so the service's
@@ -48,12 +51,21 @@ def cpu_threads() -> int:
 
 
 def _continuation(words: list[Word], said: list[Word]) -> int:
-    """Where a hypothesis goes on from the words already said: after them when it starts with them, else at
-    its first word that starts after the last one said ended (a said word the decoder now hears otherwise,
-    "asked" for "ask", must not stop the interims until the utterance ends: the final revises it)."""
+    """Where a hypothesis goes on from the words already said: after them when it starts with them; else after
+    its word that is the last one said, heard again where it was said (an interim decode starts a second
+    before that word ends); else at its first word that is mostly after the last one said. So a said word the
+    decoder now hears otherwise ("asked" for "ask") does not stop the interims: the final revises it."""
     if not said or [word_key(w.text) for w in words[: len(said)]] == [word_key(w.text) for w in said]:
         return len(said)
-    return next((i for i, w in enumerate(words) if w.start_ms >= said[-1].end_ms - WORD_OVERLAP_MS), len(words))
+    last = said[-1]
+    again = [
+        i
+        for i, w in enumerate(words)
+        if word_key(w.text) == word_key(last.text) and abs(w.end_ms - last.end_ms) <= SAME_WORD_MS
+    ]
+    if again:
+        return min(again, key=lambda i: abs(words[i].end_ms - last.end_ms)) + 1
+    return next((i for i, w in enumerate(words) if w.start_ms + w.end_ms >= 2 * last.end_ms), len(words))
 
 
 class UtteranceAudio:
@@ -89,10 +101,12 @@ class WhisperSession(ChannelSession):
         self._language = language
         self._stalled = stalled
         self._interim: asyncio.Task[None] | None = None
+        self._segment = 0
         self._new_utterance()
 
     def _new_utterance(self) -> None:
         self._audio = UtteranceAudio(self._audio_ms)  # the current segment's
+        self._segment += 1  # which segment an interim decode was asked for
         self._decoded_ms = 0  # segment audio the last interim decode asked for
         self._previous: list[Word] = []  # the last interim hypothesis of the segment
         self._committed: list[Word] = []  # the utterance's deltas so far
@@ -100,8 +114,19 @@ class WhisperSession(ChannelSession):
         self._closed_segments: list[Word] = []  # the final words of the utterance's earlier segments
 
     def _request(self) -> DecodeRequest:
+        """The segment's whole audio, after the text of the utterance's earlier segments."""
         prompt = " ".join(texts(self._closed_segments))
         return DecodeRequest(bytes(self._audio.pcm16), self._audio.start_ms, prompt, self._language)
+
+    def _interim_request(self) -> DecodeRequest:
+        """The segment's audio from INTERIM_CONTEXT_MS before the end of its last word sent, after the text of
+        the utterance so far: an interim decode's cost stays that of a few seconds, whatever the utterance's
+        length (the words it hears before that end are not sent again: _continuation)."""
+        said = self._committed[self._segment_committed :]
+        start_ms = max(self._audio.start_ms, said[-1].end_ms - INTERIM_CONTEXT_MS) if said else self._audio.start_ms
+        pcm16 = bytes(self._audio.pcm16[(start_ms - self._audio.start_ms) * BYTES_PER_MS :])
+        prompt = " ".join(texts(self._closed_segments + said))
+        return DecodeRequest(pcm16, start_ms, prompt, self._language)
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         self._audio_ms += len(pcm16) // BYTES_PER_MS
@@ -113,16 +138,16 @@ class WhisperSession(ChannelSession):
         buffered_ms = self._audio.ms
         if buffered_ms - self._decoded_ms >= INTERIM_EVERY_MS and (self._interim is None or self._interim.done()):
             self._decoded_ms = buffered_ms
-            self._interim = asyncio.ensure_future(self._interim_decode(self._request()))
+            self._interim = asyncio.ensure_future(self._interim_decode(self._interim_request(), self._segment))
         await self._progress()
 
     async def _progress(self) -> None:
         if not self._stalled():  # type: ignore[operator]
             await self._out.progress(self._audio_ms)
 
-    async def _interim_decode(self, request: DecodeRequest) -> None:
+    async def _interim_decode(self, request: DecodeRequest, segment: int) -> None:
         hypothesis = await self._queue.interim(self, request)
-        if hypothesis is None or request.offset_ms != self._audio.start_ms:
+        if hypothesis is None or segment != self._segment:
             return  # withdrawn, or the segment it was asked for is over
         said = self._committed[self._segment_committed :]
         words, previous = list(hypothesis.words), self._previous
@@ -154,6 +179,7 @@ class WhisperSession(ChannelSession):
         self._closed_segments += kept
         self._segment_committed = len(self._committed)
         self._audio.drop_until(cut_ms)
+        self._segment += 1
         self._decoded_ms = 0
         self._previous = []
 
@@ -176,9 +202,9 @@ class WhisperSession(ChannelSession):
 
 
 class WhisperEngine:
-    def __init__(self, model: str, max_sessions: int, threads: int = 0) -> None:
+    def __init__(self, model: str, max_sessions: int, workers: int = 0) -> None:
         self._source = source_for(model)
-        self._threads = threads or cpu_threads()
+        self._workers = workers or cpu_threads()
         self._counters = EngineCounters()
         self._queue: DecodeQueue | None = None
         self.info = EngineInfo(
@@ -191,7 +217,7 @@ class WhisperEngine:
 
     async def start(self) -> None:
         check(self._source)  # a missing, corrupted or wrong model fails here, named
-        decoder = await asyncio.to_thread(WhisperDecoder, self._source.directory, self._threads)
+        decoder = await asyncio.to_thread(WhisperDecoder, self._source.directory, 1, self._workers)
         self.info = EngineInfo(
             name=self.info.name,
             model=self.info.model,
@@ -199,7 +225,7 @@ class WhisperEngine:
             languages=decoder.languages,
             interim_stability=self.info.interim_stability,
         )
-        self._queue = DecodeQueue(decoder)
+        self._queue = DecodeQueue(decoder, self._workers)
         self._queue.start()
 
     async def open_session(self, session_id: str, language_code: str) -> WhisperSession:
