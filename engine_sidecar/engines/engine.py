@@ -17,6 +17,11 @@ from engine_api.outputs import EngineOutput
 from engine_api.status import EngineStatus
 
 
+class EngineStartError(RuntimeError):
+    """An engine cannot start for a reason its message names, with the fix (a missing or corrupted model):
+    the sidecar prints the message as one line and exits, no traceback."""
+
+
 class EngineSession(Protocol):
     """One live session. Calls come from one task; outputs() is read by another."""
 

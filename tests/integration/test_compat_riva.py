@@ -12,7 +12,7 @@ import riva.client
 import soxr
 from riva.client.proto import riva_asr_pb2 as rasr
 
-from bench.wer import engine_samples, sphinx_final
+from bench.wer import engine_chunks, engine_samples, sphinx_final, whisper_final
 from tests.helpers import ServerProcess, error_reason, paced, read_wav_pcm, silence, word_error_rate
 from tests.raw_wire import GARBAGE, RIVA_STREAM, raw_stream
 from voxgate_client.g711 import decode_mulaw, encode_alaw, encode_mulaw
@@ -22,6 +22,13 @@ MAX_WER = 0.25
 # service.compat.adapter.REVISABLE_STABILITY (the service's compat protos cannot be imported next to the vendor's)
 REVISABLE_STABILITY = 0.5
 GO_FORWARD = "go forward ten meters"
+
+
+def direct_final(engine: str, pcm: bytes) -> str:
+    """The engine's model alone on the samples voxgate's engine gets for this 16 kHz audio."""
+    if engine == "sphinx":
+        return sphinx_final(engine_samples(pcm, "linear16"))
+    return whisper_final(engine_chunks(pcm, "linear16"))
 
 
 def asr(server: ServerProcess) -> riva.client.ASRService:
@@ -82,14 +89,16 @@ def test_streaming_gives_interims_then_a_final_with_word_offsets(sphinx_server: 
     assert [w.start_time for w in words] == sorted(w.start_time for w in words)
 
 
-def test_the_final_is_the_engines_own_hypothesis(sphinx_server: ServerProcess) -> None:
-    # go_forward: the interims show "... ten meters", the decoder's final pass says "... ten years".
+@pytest.mark.parametrize("engine", ["sphinx", "whisper"])
+def test_the_final_is_the_engines_own_hypothesis(engine: str, request: pytest.FixtureRequest) -> None:
+    server: ServerProcess = request.getfixturevalue(f"{engine}_server")
+    # go_forward on sphinx: the interims show "... ten meters", the decoder's final pass says "... ten years".
     pcm, rate = read_wav_pcm("go_forward.wav")
     config = streaming_config(rate)
     config.config.endpointing_config.stop_history = 10000  # one utterance
-    results = stream(sphinx_server, chunks(pcm, 3200), config)
+    results = stream(server, chunks(pcm, 3200), config)
     assert [r.is_final for r in results].count(True) == 1
-    assert final_text(results).split() == sphinx_final(engine_samples(pcm, "linear16")).split()
+    assert final_text(results).split() == direct_final(engine, pcm).split()
 
 
 def test_interim_results_off_gives_only_finals_and_no_words_unless_asked(sphinx_server: ServerProcess) -> None:

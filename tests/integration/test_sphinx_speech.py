@@ -20,7 +20,7 @@ from tests.helpers import (
     final_text,
     finals,
     fixture_clips,
-    paced,
+    live,
     read_wav_pcm,
     recognize,
     seconds,
@@ -42,7 +42,7 @@ def test_paced_real_speech_gives_interims_then_a_final(sphinx_server: ServerProc
     pcm, rate = read_wav_pcm("go_forward.wav")
     duration = len(pcm) / 2 / rate
     chunk = rate // 10 * 2  # 100 ms
-    requests = [config_request(), *paced(audio_requests(pcm + silence(1.0), chunk), 0.1)]
+    requests = live(config_request(), audio_requests(pcm + silence(1.0), chunk), 0.1)
     responses = recognize(sphinx_server.stub(), requests)
 
     assert [r.seq for r in responses] == list(range(1, len(responses) + 1))

@@ -3,19 +3,22 @@ are right, at 16 kHz and as 8 kHz telephony audio, and the final is the model's 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from bench.wer import client_audio, engine_chunks, whisper_final
+from engine_sidecar.engines.whisper.model import default_source
 from tests.helpers import (
     ROOT,
     ServerProcess,
     audio_requests,
     config_request,
     final_text,
-    paced,
+    live,
     read_wav_pcm,
     recognize,
     silence,
@@ -42,9 +45,7 @@ def transcribe(server: ServerProcess, *args: str) -> list[str]:
 def test_paced_speech_gives_growing_interims_then_the_final(whisper_server: ServerProcess) -> None:
     pcm, rate = read_wav_pcm("librivox_amiable_woman.wav")
     chunk = rate // 10 * 2  # 100 ms
-    responses = recognize(
-        whisper_server.stub(), [config_request(), *paced(audio_requests(pcm + silence(1.0), chunk), 0.1)]
-    )
+    responses = recognize(whisper_server.stub(), live(config_request(), audio_requests(pcm + silence(1.0), chunk), 0.1))
     assert responses[0].started.engine.name == "whisper"
     assert responses[0].started.interim_stability == pb.INTERIM_STABILITY_REVISABLE
     results = [r.result for r in responses if r.HasField("result")]
@@ -83,3 +84,20 @@ def test_the_readme_commands_print_what_was_said(whisper_server: ServerProcess) 
         whisper_server, "--no-pace", "--endpointing-silence-ms", "2000", audio + "cards_eight_of_spades.wav"
     )
     assert word_error_rate("eight of spades four of clubs seven of hearts", " ".join(cards)) <= 1 / 9
+
+
+def test_a_corrupted_model_stops_the_server_at_start_with_the_file_and_the_fix(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(default_source().directory, model)
+    (model / "config.json").write_text("{}")
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "whisper", "--model", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert f"voxgate sidecar: {model / 'config.json'} has no alignment_heads" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "sidecar exited with 1 before it was ready" in done.stderr

@@ -73,7 +73,7 @@ def canary(server: ServerProcess, audio: bytes | None = None) -> list[pb.Streami
     )
 
 
-@pytest.mark.parametrize("engine", ["fake", "sphinx"])
+@pytest.mark.parametrize("engine", ["fake", "whisper", "sphinx"])
 def test_callers_who_hang_up_while_the_session_starts_give_every_slot_back(tmp_path: Path, engine: str) -> None:
     # The fake engine takes 150 ms to open a session, so many cancels land during the engine handshake.
     model = fake_script(tmp_path, open_ms=150) if engine == "fake" else ""

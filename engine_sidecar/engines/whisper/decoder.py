@@ -66,6 +66,12 @@ class WhisperDecoder:
 
     def __init__(self, directory: Path, threads: int, workers: int = 1) -> None:
         from faster_whisper import WhisperModel
+        from threadpoolctl import threadpool_limits
+
+        # The log-mel features are a numpy matmul: OpenBLAS would keep a thread per core spinning after each
+        # one, twice the CPU of a decode for the same wall time (docs/benchmarks.md §4). The decodes are the
+        # parallelism here. Process-wide: this sidecar runs only this engine.
+        threadpool_limits(1, user_api="blas")
 
         self._model = WhisperModel(
             str(directory), device="cpu", compute_type="int8", cpu_threads=threads, num_workers=workers

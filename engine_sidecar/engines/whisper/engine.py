@@ -27,12 +27,15 @@ from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outpu
 
 # A word is sent once two decodes agree on it: about 1.5 cadences after it is spoken. Under load each stream's
 # interims come less often by themselves (one waits per stream), so the cadence is a floor, not a promise.
-INTERIM_EVERY_MS = 500
+INTERIM_EVERY_MS = 300
 INTERIM_CONTEXT_MS = 1000
 PREROLL_MS = 300  # audio kept before an utterance's first speech (the VAD flags speech a little late)
 SEGMENT_MS = 25_000  # Whisper's window is 30 s
 CUT_MARGIN_MS = 1000  # a segment is cut after a word that ends this much before its end (no cut words)
 SAME_WORD_MS = 400  # one word's end in two decodes of different windows
+# Real-time streams a core carries with interims on time (docs/benchmarks.md §4: 4 on 2 cores): the engine
+# admits at most this many per decode worker, whatever --max-sessions says.
+STREAMS_PER_CORE = 2
 # New sessions are refused while the decoder is this far behind (its oldest job's wait).
 ADMISSION_LAG_S = 3.0
 # A decode that runs this long is a hung decoder: the sessions stop reporting Progress, so the service's
@@ -108,6 +111,7 @@ class WhisperSession(ChannelSession):
         self._audio = UtteranceAudio(self._audio_ms)  # the current segment's
         self._segment += 1  # which segment an interim decode was asked for
         self._decoded_ms = 0  # segment audio the last interim decode asked for
+        self._new_speech = False  # speech came since then (no new words are decoded from silence)
         self._previous: list[Word] = []  # the last interim hypothesis of the segment
         self._committed: list[Word] = []  # the utterance's deltas so far
         self._segment_committed = 0  # where the segment's words start in _committed
@@ -131,13 +135,15 @@ class WhisperSession(ChannelSession):
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         self._audio_ms += len(pcm16) // BYTES_PER_MS
         self._audio.add(pcm16, speech)
+        self._new_speech = self._new_speech or speech
         if not self._audio.speech:
             return await self._progress()
         if self._audio.ms >= SEGMENT_MS:
             await self._cut_segment()
         buffered_ms = self._audio.ms
-        if buffered_ms - self._decoded_ms >= INTERIM_EVERY_MS and (self._interim is None or self._interim.done()):
-            self._decoded_ms = buffered_ms
+        idle = self._interim is None or self._interim.done()
+        if self._new_speech and buffered_ms - self._decoded_ms >= INTERIM_EVERY_MS and idle:
+            self._decoded_ms, self._new_speech = buffered_ms, False
             self._interim = asyncio.ensure_future(self._interim_decode(self._interim_request(), self._segment))
         await self._progress()
 
@@ -207,10 +213,11 @@ class WhisperEngine:
         self._workers = workers or cpu_threads()
         self._counters = EngineCounters()
         self._queue: DecodeQueue | None = None
+        capacity = STREAMS_PER_CORE * self._workers
         self.info = EngineInfo(
             name="whisper",
             model=self._source.name,
-            max_sessions=max_sessions,
+            max_sessions=min(max_sessions, capacity) if max_sessions else capacity,
             languages=("en",),
             interim_stability=InterimStability.REVISABLE,
         )

