@@ -18,6 +18,8 @@ class Unit(StrEnum):
     AUDIO_MS = "ms of audio"
     MESSAGES = "messages"
     BYTES = "bytes"  # of client audio or of a gRPC message; shown as ms of 16 kHz LINEAR16 too
+    WALL_MS = "ms of wall time"
+    SESSIONS = "sessions"
 
 
 @dataclass(frozen=True)

@@ -37,4 +37,35 @@ ADMISSION_LAG = Limit(
     "--engine-option admission_max_lag_ms=N",
 )
 
-LIMITS: tuple[Limit, ...] = (OUTPUTS, BACKLOG, ADMISSION_LAG)
+# whisper only.
+WHISPER_STREAMS_PER_CORE = Limit(
+    "Whisper streams",
+    2,
+    Unit.SESSIONS,
+    "per core the sidecar may run on (its CPU affinity)",
+    "the engine's capacity: more sessions get UNAVAILABLE / CAPACITY",
+)
+WHISPER_ADMISSION_LAG = Limit(
+    "Whisper decodes behind",
+    3000,
+    Unit.WALL_MS,
+    "the engine's oldest waiting decode",
+    "new sessions are refused (UNAVAILABLE / CAPACITY) and readiness is NOT_SERVING until decoding catches up",
+)
+WHISPER_SEGMENT = Limit(
+    "Whisper audio decoded in one piece",
+    25_000,
+    Unit.AUDIO_MS,
+    "per utterance",
+    "the utterance is cut after its last word a second before the limit: that part's text is final and is "
+    "the prompt of the rest (the model reads at most 30 s)",
+)
+
+LIMITS: tuple[Limit, ...] = (
+    OUTPUTS,
+    BACKLOG,
+    ADMISSION_LAG,
+    WHISPER_STREAMS_PER_CORE,
+    WHISPER_ADMISSION_LAG,
+    WHISPER_SEGMENT,
+)

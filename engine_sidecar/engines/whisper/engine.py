@@ -20,6 +20,7 @@ from engine_api.outputs import Flushed
 from engine_api.status import EngineStatus
 from engine_sidecar.engines.base import ChannelSession
 from engine_sidecar.engines.engine import EngineCounters
+from engine_sidecar.engines.limits import WHISPER_ADMISSION_LAG, WHISPER_SEGMENT, WHISPER_STREAMS_PER_CORE
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
 from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder
 from engine_sidecar.engines.whisper.model import check, source_for
@@ -30,14 +31,14 @@ from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outpu
 INTERIM_EVERY_MS = 300
 INTERIM_CONTEXT_MS = 1000
 PREROLL_MS = 300  # audio kept before an utterance's first speech (the VAD flags speech a little late)
-SEGMENT_MS = 25_000  # Whisper's window is 30 s
+SEGMENT_MS = WHISPER_SEGMENT.value  # Whisper's window is 30 s
 CUT_MARGIN_MS = 1000  # a segment is cut after a word that ends this much before its end (no cut words)
 SAME_WORD_MS = 400  # one word's end in two decodes of different windows
 # Real-time streams a core carries with interims on time (docs/benchmarks.md §4: 4 on 2 cores): the engine
 # admits at most this many per decode worker, whatever --max-sessions says.
-STREAMS_PER_CORE = 2
+STREAMS_PER_CORE = WHISPER_STREAMS_PER_CORE.value
 # New sessions are refused while the decoder is this far behind (its oldest job's wait).
-ADMISSION_LAG_S = 3.0
+ADMISSION_LAG_S = WHISPER_ADMISSION_LAG.value / 1000
 # A decode that runs this long is a hung decoder: the sessions stop reporting Progress, so the service's
 # freeze watchdog can move them.
 STALLED_DECODE_S = 30.0
