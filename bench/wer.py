@@ -148,8 +148,8 @@ _whisper: list[object] = []
 
 
 def whisper_final(chunks: Sequence[EngineChunk]) -> str:
-    """Whisper alone: one decode of the samples the engine decodes for one utterance of these chunks (from
-    its pre-roll before the first speech on: UtteranceAudio)."""
+    """Whisper alone: the transcription of the samples the engine decodes for one utterance of these chunks
+    (from its pre-roll before the first speech on: UtteranceAudio)."""
     from engine_sidecar.engines.whisper.decoder import WhisperDecoder
     from engine_sidecar.engines.whisper.engine import UtteranceAudio
     from engine_sidecar.engines.whisper.model import default_source
@@ -160,7 +160,7 @@ def whisper_final(chunks: Sequence[EngineChunk]) -> str:
     audio = UtteranceAudio(0)
     for chunk in chunks:
         audio.add(chunk.pcm16, chunk.speech)
-    return " ".join(w.text for w in decoder.decode(bytes(audio.pcm16), 0).words) if audio.speech else ""
+    return " ".join(w.text for w in decoder.transcribe(bytes(audio.pcm16), 0).words) if audio.speech else ""
 
 
 DIRECT: dict[str, Callable[[Sequence[EngineChunk]], str]] = {

@@ -3,6 +3,7 @@ are right, at 16 kHz and as 8 kHz telephony audio, and the final is the model's 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.wer import client_audio, engine_chunks, whisper_final
+from bench.wer import WER_CORPUS, client_audio, engine_chunks, load_corpus, whisper_final
+from engine_api.outputs import EngineOutput, Revision
+from engine_sidecar.engines import create_engine
+from engine_sidecar.engines.whisper.engine import SEGMENT_MS
 from engine_sidecar.engines.whisper.model import default_source
 from tests.helpers import (
     ROOT,
@@ -101,3 +105,31 @@ def test_a_corrupted_model_stops_the_server_at_start_with_the_file_and_the_fix(t
     assert f"voxgate sidecar: {model / 'config.json'} has no alignment_heads" in done.stderr
     assert "Traceback" not in done.stderr
     assert "sidecar exited with 1 before it was ready" in done.stderr
+
+
+async def test_an_utterance_longer_than_a_segment_loses_no_speech() -> None:
+    # 78 s without a flush: a sonnet read aloud, then spontaneous speech. The engine cuts it into pieces of
+    # at most 25 s after a word, and each piece's decode goes on where Whisper ended its text early (here it
+    # did, at the change of speaker, before WhisperDecoder.transcribe).
+    clips = [c for c in load_corpus(WER_CORPUS) if c.file.startswith(("librivox_shakespeare", "mfa_acoustic"))]
+    pcm, reference = b"".join(c.pcm16k for c in clips), " ".join(c.text for c in clips)
+    engine = create_engine("whisper", "", max_sessions=1)
+    await engine.start()
+    session = await engine.open_session("long", "en")
+    outputs: list[EngineOutput] = []
+
+    async def read() -> None:
+        outputs.extend([o async for o in session.outputs()])
+
+    reader = asyncio.ensure_future(read())
+    for i in range(0, len(pcm), 2560):
+        await session.push_audio(pcm[i : i + 2560], True)
+        await asyncio.sleep(0)
+    await session.close()
+    await asyncio.wait_for(reader, 300)
+    await engine.shutdown()
+    text = ""
+    for out in outputs:
+        text = "".join(d.text for d in out.deltas) if isinstance(out, Revision) else text + getattr(out, "text", "")
+    assert len(pcm) / 32000 > 3 * SEGMENT_MS / 1000
+    assert word_error_rate(reference, text) <= 0.2, text

@@ -137,7 +137,7 @@ async def test_whisper_ends_an_utterance_with_one_decode_of_its_samples() -> Non
     for i in range(0, len(audio), CHUNK):
         await session.push_audio(audio[i : i + CHUNK], True)
     await session.close()
-    offline = WhisperDecoder(default_source().directory, threads=1).decode(audio, 0)
+    offline = WhisperDecoder(default_source().directory, threads=1).transcribe(audio, 0)
     final = utterance_texts(await asyncio.wait_for(reader, 30))
     assert final == [" ".join(w.text for w in offline.words)]
     assert final[0].lower().rstrip(".") == "go forward 10 meters"

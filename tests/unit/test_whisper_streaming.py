@@ -12,7 +12,7 @@ from engine_api.audio import BYTES_PER_MS
 from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Progress, Revision
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
-from engine_sidecar.engines.whisper.decoder import Hypothesis, join_punctuation
+from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder, join_punctuation
 from engine_sidecar.engines.whisper.engine import SEGMENT_MS, WhisperSession, word_key
 from engine_sidecar.engines.words import Word, agreed_prefix
 
@@ -33,6 +33,8 @@ class ScriptedDecoder:
         self.calls.append((offset_ms, len(pcm16) // BYTES_PER_MS, prompt))
         heard = [w for w in self.script if w.start_ms >= offset_ms and w.end_ms <= end_ms]
         return Hypothesis(tuple(self.hear(heard, len(pcm16) // BYTES_PER_MS)))
+
+    transcribe = decode  # it hears every word at once
 
 
 def script(n: int, every_ms: int = 400) -> list[Word]:
@@ -185,3 +187,20 @@ def test_words_agree_without_case_or_punctuation_and_punctuation_joins_its_word(
         Word("Mr.", 0, 9),
         Word("Smith", 9, 12),
     ]
+
+
+def test_a_transcription_goes_on_where_a_decode_ended_early() -> None:
+    # Each decode hears at most 4 words (Whisper ending its text early); transcribe decodes the rest after them,
+    # with the text so far as the prompt, until the audio left is under CONTINUE_AFTER_MS.
+    words = script(25)  # 10 s
+
+    class StopsEarly(ScriptedDecoder):
+        def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+            return Hypothesis(super().decode(pcm16, offset_ms, prompt, language).words[:4])
+
+    decoder = StopsEarly(words)
+    hypothesis = WhisperDecoder.transcribe(decoder, b"\0\0" * 16 * 10_000, 0, "before")  # type: ignore[arg-type]
+    heard = [w.text for w in hypothesis.words]
+    assert heard == [w.text for w in words if w.end_ms <= 10_000][: len(heard)] and len(heard) >= 20
+    assert decoder.calls[1][2] == "before w0 w1 w2 w3"
+    assert decoder.calls[1][0] == words[3].end_ms

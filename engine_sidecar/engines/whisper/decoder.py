@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine_api.audio import BYTES_PER_MS
 from engine_sidecar.engines.words import Word
 
 SAMPLE_RATE = 16000
@@ -32,6 +33,10 @@ LOOP_COMPRESSION = 2.4
 RETRIES = ((True, 1.0), (True, 1.2))
 CONTEXT_TOKENS = 448
 MAX_PROMPT_TOKENS = CONTEXT_TOKENS // 2 - 1
+# When the decoder stops early, the alignment gives its last word all the audio after it: no word is longer.
+MAX_WORD_MS = 1500
+CONTINUE_AFTER_MS = 2000  # audio left after a decode's last word that is decoded again
+MIN_PART_MS = 1000  # each further decode must cover this much more, or the transcription ends
 # Punctuation Whisper's word splitter leaves on its own: joined to the word before it.
 TRAILING_PUNCTUATION = frozenset(".,!?:;%)]}\"'\u3002\uff0c\uff01\uff1f\u3001")
 
@@ -131,5 +136,24 @@ class WhisperDecoder:
             text = w["word"].strip()
             if text:
                 start_ms = offset_ms + int(w["start"] * 1000)
-                words.append(Word(text, start_ms, max(start_ms, offset_ms + int(w["end"] * 1000))))
+                end_ms = min(offset_ms + int(w["end"] * 1000), start_ms + MAX_WORD_MS)
+                words.append(Word(text, start_ms, max(start_ms, end_ms)))
         return Hypothesis(tuple(join_punctuation(words)))
+
+    def transcribe(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+        """All the words of pcm16 (at most 30 s): decode, and while the words end CONTINUE_AFTER_MS or more
+        before the audio does, decode the rest after them with the text so far as the prompt. Without
+        timestamps Whisper may end its text early, after a change of topic or speaker (measured: a 25 s
+        piece of a sonnet then spontaneous speech came back as the sonnet's last words alone)."""
+        words: list[Word] = []
+        audio_ms, start_ms = len(pcm16) // BYTES_PER_MS, 0
+        while True:
+            text = " ".join([prompt, *(w.text for w in words)]).strip()
+            part = self.decode(pcm16[start_ms * BYTES_PER_MS :], offset_ms + start_ms, text, language).words
+            if not part:
+                return Hypothesis(tuple(words))
+            words += part
+            covered_ms = part[-1].end_ms - offset_ms
+            if audio_ms - covered_ms < CONTINUE_AFTER_MS or covered_ms < start_ms + MIN_PART_MS:
+                return Hypothesis(tuple(words))
+            start_ms = covered_ms

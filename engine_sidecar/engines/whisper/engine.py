@@ -1,9 +1,10 @@
 """The whisper engine: utterances re-decoded on a cadence, words committed by LocalAgreement-2.
 
 The service's VAD and endpointing cut utterances (flush). Within one, every INTERIM_EVERY_MS of new audio
-the audio so far is decoded again; the words on which two consecutive decodes agree are sent as deltas
-(ufal's whisper_streaming). At the end of the utterance one decode of all of it is the final: words it adds
-to what was sent come as deltas, and where it disagrees a Revision replaces the utterance's deltas. So the
+the audio since a second before the last word sent is decoded again; the words on which two consecutive
+decodes agree are sent as deltas (ufal's whisper_streaming). At the end of the utterance a decode of all of
+it is the final (continued where Whisper ends its text early: WhisperDecoder.transcribe): words it adds to
+what was sent come as deltas, and where it disagrees a Revision replaces the utterance's deltas. So the
 interim stability is "revisable". An utterance longer than SEGMENT_MS is cut after the last word that ends
 before its last second: that part's decode is final, and its text is the next part's prompt.
 """
@@ -119,9 +120,9 @@ class WhisperSession(ChannelSession):
         self._closed_segments: list[Word] = []  # the final words of the utterance's earlier segments
 
     def _request(self) -> DecodeRequest:
-        """The segment's whole audio, after the text of the utterance's earlier segments."""
+        """All the words of the segment's audio, after the text of the utterance's earlier segments."""
         prompt = " ".join(texts(self._closed_segments))
-        return DecodeRequest(bytes(self._audio.pcm16), self._audio.start_ms, prompt, self._language)
+        return DecodeRequest(bytes(self._audio.pcm16), self._audio.start_ms, prompt, self._language, whole=True)
 
     def _interim_request(self) -> DecodeRequest:
         """The segment's audio from INTERIM_CONTEXT_MS before the end of its last word sent, after the text of
