@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,12 @@ async def test_the_engine_refuses_to_start_on_a_bad_model(tmp_path: Path) -> Non
     engine = create_engine("whisper", str(tmp_path / "nowhere"), max_sessions=1)
     with pytest.raises(ModelError):
         await engine.start()
+
+
+def test_a_missing_runtime_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine_sidecar.engines.engine import EngineStartError
+    from engine_sidecar.engines.whisper.decoder import WhisperDecoder
+
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)  # what `import faster_whisper` finds uninstalled
+    with pytest.raises(EngineStartError, match=r"needs faster_whisper: .*voxgate\[whisper\]"):
+        WhisperDecoder(default_source().directory, threads=1)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from engine_api.audio import BYTES_PER_MS
+from engine_sidecar.engines.engine import EngineStartError
 from engine_sidecar.engines.words import Word
 
 SAMPLE_RATE = 16000
@@ -70,8 +71,14 @@ class WhisperDecoder:
     """Up to `workers` decodes at once, from as many threads, each on `threads` cores."""
 
     def __init__(self, directory: Path, threads: int, workers: int = 1) -> None:
-        from faster_whisper import WhisperModel
-        from threadpoolctl import threadpool_limits
+        try:
+            from faster_whisper import WhisperModel
+            from threadpoolctl import threadpool_limits
+        except ImportError as e:
+            raise EngineStartError(
+                f"the whisper engine needs {e.name}: install voxgate with its whisper extra "
+                "(`make install`, or pip install 'voxgate[whisper]')"
+            ) from e
 
         # The log-mel features are a numpy matmul: OpenBLAS would keep a thread per core spinning after each
         # one, twice the CPU of a decode for the same wall time (docs/benchmarks.md §4). The decodes are the
