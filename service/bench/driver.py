@@ -25,6 +25,7 @@ from .trace import SessionSummary, SessionTrace, Thresholds, pct, summarize
 
 RAMP_S = 2.0  # default: session starts spread over this, each at a random phase within a frame
 SESSIONS_PER_CONNECTION = 32  # default: one HTTP/2 connection per this many sessions
+ENDED_STATUS_WAIT_S = 5.0  # how long a session whose write found the call ended waits for the server's status
 # Each channel its own TCP connection, never a subchannel pooled with another channel to the same target:
 # SO_REUSEPORT spreads connections, not streams, across `voxgate serve --workers`.
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -139,6 +140,9 @@ async def run_session(
         await reader
     except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
         trace.error = _describe(exc)
+        if isinstance(exc, asyncio.InvalidStateError):
+            # A write found the call already ended by the server: the reader is about to get its status.
+            await asyncio.wait({reader}, timeout=ENDED_STATUS_WAIT_S)
     finally:
         if not reader.done():
             call.cancel()
