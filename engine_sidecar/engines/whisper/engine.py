@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import Callable
 
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import EngineInfo, InterimStability
@@ -31,6 +32,7 @@ from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outpu
 # interims come less often by themselves (one waits per stream), so the cadence is a floor, not a promise.
 INTERIM_EVERY_MS = 300
 INTERIM_CONTEXT_MS = 1000
+PROMPT_WORDS = 100
 PREROLL_MS = 300  # audio kept before an utterance's first speech (the VAD flags speech a little late)
 SEGMENT_MS = WHISPER_SEGMENT.value  # Whisper's window is 30 s
 CUT_MARGIN_MS = 1000  # a segment is cut after a word that ends this much before its end (no cut words)
@@ -73,6 +75,11 @@ def _continuation(words: list[Word], said: list[Word]) -> int:
     return next((i for i, w in enumerate(words) if w.start_ms + w.end_ms >= 2 * last.end_ms), len(words))
 
 
+def _prompt(words: list[Word]) -> str:
+    """The text before a decode's audio: its last PROMPT_WORDS words (Whisper reads at most 223 tokens of it)."""
+    return " ".join(texts(words[-PROMPT_WORDS:]))
+
+
 class UtteranceAudio:
     """An utterance's audio as the engine decodes it: from PREROLL_MS before its first speech on."""
 
@@ -100,7 +107,9 @@ class UtteranceAudio:
 
 
 class WhisperSession(ChannelSession):
-    def __init__(self, queue: DecodeQueue, counters: EngineCounters, language: str, stalled: object) -> None:
+    def __init__(
+        self, queue: DecodeQueue, counters: EngineCounters, language: str, stalled: Callable[[], bool]
+    ) -> None:
         super().__init__(counters)
         self._queue = queue
         self._language = language
@@ -121,7 +130,7 @@ class WhisperSession(ChannelSession):
 
     def _request(self) -> DecodeRequest:
         """All the words of the segment's audio, after the text of the utterance's earlier segments."""
-        prompt = " ".join(texts(self._closed_segments))
+        prompt = _prompt(self._closed_segments)
         return DecodeRequest(bytes(self._audio.pcm16), self._audio.start_ms, prompt, self._language, whole=True)
 
     def _interim_request(self) -> DecodeRequest:
@@ -131,8 +140,7 @@ class WhisperSession(ChannelSession):
         said = self._committed[self._segment_committed :]
         start_ms = max(self._audio.start_ms, said[-1].end_ms - INTERIM_CONTEXT_MS) if said else self._audio.start_ms
         pcm16 = bytes(self._audio.pcm16[(start_ms - self._audio.start_ms) * BYTES_PER_MS :])
-        prompt = " ".join(texts(self._closed_segments + said))
-        return DecodeRequest(pcm16, start_ms, prompt, self._language)
+        return DecodeRequest(pcm16, start_ms, _prompt(self._closed_segments + said), self._language)
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         self._audio_ms += len(pcm16) // BYTES_PER_MS
@@ -150,7 +158,7 @@ class WhisperSession(ChannelSession):
         await self._progress()
 
     async def _progress(self) -> None:
-        if not self._stalled():  # type: ignore[operator]
+        if not self._stalled():
             await self._out.progress(self._audio_ms)
 
     async def _interim_decode(self, request: DecodeRequest, segment: int) -> None:
