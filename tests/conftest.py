@@ -68,6 +68,10 @@ EXTENDED_LANE: dict[str, str] = {
     "corpus through voxgate and through the engine alone (50 s); test_sphinx_speech.py checks real speech",
     "tests/engine/test_gpu_recipe_cpu.py": "the GPU recipe run end to end on the CPU, quick mode and ceiling "
     "sweep (90 s); its pieces are tested on their own",
+    "tests/engine/test_voxtral_streaming.py::test_the_front_end_holds_a_bounded_tail_of_a_long_requests_token_ids"
+    "[vllm]": "the bounded tail on vLLM's own step path (28 s + 19 s teardown); the direct path's variant stays",
+    "tests/reliability/test_backpressure.py::test_a_client_that_stops_reading_costs_bounded_memory": "a reader "
+    "that stops, memory sampled for 30 s (34 s); test_a_10x_client_is_flow_controlled_and_nothing_is_lost stays",
 }
 
 
