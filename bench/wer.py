@@ -31,6 +31,7 @@ direct side, so the server and the direct decoder use a core each.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import re
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -144,19 +146,21 @@ def sphinx_final(pcm16: bytes) -> str:
     return hyp.hypstr if hyp is not None else ""
 
 
-_whisper: list[object] = []
+@functools.cache
+def _whisper_decoder() -> Any:
+    """One WhisperDecoder for the direct side (loading it takes a second)."""
+    from engine_sidecar.engines.whisper.decoder import WhisperDecoder
+    from engine_sidecar.engines.whisper.model import default_source
+
+    return WhisperDecoder(default_source().directory, threads=1)
 
 
 def whisper_final(chunks: Sequence[EngineChunk]) -> str:
     """Whisper alone: the transcription of the samples the engine decodes for one utterance of these chunks
     (from its pre-roll before the first speech on: UtteranceAudio)."""
-    from engine_sidecar.engines.whisper.decoder import WhisperDecoder
     from engine_sidecar.engines.whisper.engine import UtteranceAudio
-    from engine_sidecar.engines.whisper.model import default_source
 
-    if not _whisper:
-        _whisper.append(WhisperDecoder(default_source().directory, threads=1))
-    decoder: WhisperDecoder = _whisper[0]  # type: ignore[assignment]
+    decoder = _whisper_decoder()
     audio = UtteranceAudio(0)
     for chunk in chunks:
         audio.add(chunk.pcm16, chunk.speech)

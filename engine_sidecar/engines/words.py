@@ -3,6 +3,7 @@ utterance's final hypothesis ends it (deltas that extend what was said, or one R
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine_api.outputs import Delta, EngineOutput, Revision
@@ -23,9 +24,9 @@ def texts(words: list[Word]) -> list[str]:
     return [w.text for w in words]
 
 
-def agreed_prefix(hypotheses: list[list[Word]], key: object = None) -> int:
-    """How many leading words every hypothesis shares (compared by key(text) when given)."""
-    same = key if callable(key) else (lambda text: text)
+def agreed_prefix(hypotheses: list[list[Word]], key: Callable[[str], str] = str) -> int:
+    """How many leading words every hypothesis shares, compared by key(text)."""
+    same = key
     n = 0
     for column in zip(*hypotheses, strict=False):
         if any(same(w.text) != same(column[0].text) for w in column):
