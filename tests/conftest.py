@@ -72,6 +72,13 @@ EXTENDED_LANE: dict[str, str] = {
     "[vllm]": "the bounded tail on vLLM's own step path (28 s + 19 s teardown); the direct path's variant stays",
     "tests/reliability/test_backpressure.py::test_a_client_that_stops_reading_costs_bounded_memory": "a reader "
     "that stops, memory sampled for 30 s (34 s); test_a_10x_client_is_flow_controlled_and_nothing_is_lost stays",
+    "tests/engine/test_reanchor.py::test_without_rotating_every_key_the_output_diverges_right_after_the_first_"
+    "reanchor": "the negative controls: skipping the key rotation must change the output (45 s); the token-for-token "
+    "checks of re-anchoring stay",
+    "tests/engine/test_voxtral_allocator.py::test_vllms_processes_get_tcmalloc_and_the_front_end_keeps_its_malloc"
+    "[system]": "the system allocator's variant (17 s); the default's stays",
+    "tests/engine/test_reanchor_tripwire.py::test_a_refusal_says_what_it_refused_to_run_on": "the runtime named in "
+    "a refusal (21 s); test_prefix_caching_falls_back_to_rollover_with_the_reason checks the refusal",
 }
 
 
