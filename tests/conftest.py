@@ -86,6 +86,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.nodeid.startswith(prefix) for prefix in EXTENDED_LANE):
             item.add_marker(pytest.mark.extended)
+        if item.nodeid.startswith("tests/vllm_sources/"):
+            item.add_marker(pytest.mark.vllm_sources)
         for prefix, seconds in DIRECTORY_TIMEOUTS_S.items():
             if item.nodeid.startswith(prefix) and item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(seconds))

@@ -40,7 +40,13 @@ from engine_sidecar.engines.voxtral.engine import EXIT_ENGINE_DEAD, extension_ch
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
 from engine_sidecar.engines.voxtral.probes import Probes
-from engine_sidecar.engines.voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
+from engine_sidecar.engines.voxtral.procs import (
+    ChildrenDieWithUs,
+    check_vllm_version,
+    on_cpu,
+    set_env_defaults,
+    set_release_env,
+)
 from engine_sidecar.process.frontend import run_frontend
 
 log = structlog.get_logger("voxtral")
@@ -85,7 +91,8 @@ class CoreHost:
     def run(self) -> int:
         cpu = on_cpu()
         set_env_defaults(cpu)
-        version = check_vllm_version()
+        _, release = check_vllm_version(self._options.allow_unlisted_vllm)
+        set_release_env(cpu, release)
         self._children.install()  # the engine core and the front ends die with this process
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.usage.usage_lib import UsageContext
@@ -93,7 +100,7 @@ class CoreHost:
         from vllm.v1.executor import Executor
 
         probes = Probes.from_env()  # a test's, as its front ends read them
-        _, extension = extension_choice(self._options, version, probes)
+        _, extension = extension_choice(self._options, release, probes)
         engine_args = AsyncEngineArgs(
             **self._options.engine_kwargs(self._args.model, on_cpu=cpu, reanchor=extension, probes=probes)
         )

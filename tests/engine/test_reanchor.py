@@ -197,29 +197,34 @@ def test_a_margin_that_leaves_no_room_falls_back_with_the_numbers(throwaway: Any
     assert "needs at least 356" in h.engine.info.position_mode_reason
 
 
-def test_every_private_vllm_attribute_the_extension_relies_on_exists() -> None:
-    from engine_sidecar.engines.voxtral.reanchor.guards import REQUIRED, missing_attributes
+def test_every_private_vllm_symbol_the_extension_relies_on_exists_in_the_installed_vllm() -> None:
+    from engine_sidecar.engines.voxtral.vllm_window.installed import missing
+    from engine_sidecar.engines.voxtral.vllm_window.symbols import REANCHOR_CONCERNS, Symbol, for_release
 
-    assert missing_attributes() == []
-    assert missing_attributes([("vllm.v1.request", "Request", "no_such_attribute")]) == [
-        "vllm.v1.request.Request.no_such_attribute"
+    assert len(for_release("0.32", REANCHOR_CONCERNS)) >= 60
+    assert missing(for_release("0.32")) == []
+    planted = [
+        Symbol.parse("vllm.v1.request:Request.no_such_attribute", "planted"),
+        Symbol.parse("vllm.v1.engine.core:EngineCore.collective_rpc(method, args)", "planted"),
     ]
-    assert len(REQUIRED) >= 20
+    found = missing(planted)
+    assert found[0] == "vllm.v1.request.Request.no_such_attribute"
+    assert found[1].startswith("vllm.v1.engine.core.EngineCore.collective_rpc(method, args) (vLLM's: (self, method")
 
 
 def test_config_guards_name_each_reason() -> None:
-    from engine_sidecar.engines.voxtral.options import VLLM_VERSION, VoxtralOptions
+    from engine_sidecar.engines.voxtral.options import VoxtralOptions
     from engine_sidecar.engines.voxtral.reanchor.guards import config_problems
+    from engine_sidecar.engines.voxtral.vllm_window.versions import RELEASES
 
-    assert config_problems(VoxtralOptions(), VLLM_VERSION + "+cpu", VLLM_VERSION) == []
-    problems = config_problems(
-        VoxtralOptions(kv_cache_dtype="fp8_e4m3", enable_prefix_caching=True), "0.33.0", VLLM_VERSION
-    )
+    pin = RELEASES["0.32"]
+    assert config_problems(VoxtralOptions(), pin) == []
+    problems = config_problems(VoxtralOptions(kv_cache_dtype="fp8_e4m3", enable_prefix_caching=True), None)
     assert len(problems) == 3
-    assert "not the pinned" in problems[0] and "fp8" in problems[1] and "prefix caching" in problems[2]
+    assert "outside the verified window" in problems[0] and "fp8" in problems[1] and "prefix caching" in problems[2]
     # vLLM's own quantized-KV predicate: not only fp8 (int8/int4 per-token-head, nvfp4, ...).
     for dtype in ("int8_per_token_head", "nvfp4"):
-        (problem,) = config_problems(VoxtralOptions(kv_cache_dtype=dtype), VLLM_VERSION, VLLM_VERSION)
+        (problem,) = config_problems(VoxtralOptions(kv_cache_dtype=dtype), pin)
         assert dtype in problem and "quantized" in problem
 
 

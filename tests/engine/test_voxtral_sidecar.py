@@ -109,8 +109,8 @@ def test_engine_death_mid_session_ends_it_and_exits_the_sidecar_non_zero(sidecar
     assert "vllm_engine_dead" in sidecar.log.read_text()
 
 
-def test_sidecar_refuses_another_vllm_version(tmp_path: Path, tiny_model: Path) -> None:
-    code = "import sys, vllm; vllm.__version__ = '0.33.0'; from service.cli import main; sys.exit(main())"
+def test_sidecar_refuses_a_vllm_outside_its_window(tmp_path: Path, tiny_model: Path) -> None:
+    code = "import sys, vllm; vllm.__version__ = '0.35.0'; from service.cli import main; sys.exit(main())"
     proc = subprocess.run(
         [
             sys.executable,
@@ -129,4 +129,6 @@ def test_sidecar_refuses_another_vllm_version(tmp_path: Path, tiny_model: Path) 
         timeout=120,
     )
     assert proc.returncode != 0
-    assert "pinned to vLLM 0.32.0 but 0.33.0 is installed" in proc.stderr + proc.stdout
+    said = proc.stderr + proc.stdout
+    assert "vLLM 0.35.0 is outside the voxtral engine's window (0.32, 0.33, 0.34; >=0.32,<0.35)" in said
+    assert "allow_unlisted_vllm=true" in said

@@ -24,10 +24,11 @@ def test_device_check_passes_on_the_cpu_and_reports_every_check() -> None:
     assert report["ok"] is True
     kinds = [c["check"] for c in report["checks"]]
     assert kinds.count("rotation") == 8 and kinds.count("cost") == 2 and "graph" in kinds and "stacking" in kinds
+    assert "extension" in kinds
     assert all(c["stacked_ms_median"] > 0 for c in report["checks"] if c["check"] == "cost")
     for check in report["checks"]:
-        if check["check"] == "rotation":
-            assert check["max_rel_err"] <= 4 * check["ulp"] < check["off_by_one_token_rel_err"] / 10
+        for case in [check] if check["check"] == "rotation" else check.get("cases", []):
+            assert case["max_rel_err"] <= 4 * case["ulp"] < case["off_by_one_token_rel_err"] / 10
 
 
 def test_device_check_imports_no_vllm() -> None:

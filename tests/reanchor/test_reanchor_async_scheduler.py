@@ -121,7 +121,13 @@ class Run:
 
 
 def drive(
-    model_dir: Path, async_scheduling: bool, chunks: int, *, ahead: bool = False, stop_early: bool = False
+    model_dir: Path,
+    async_scheduling: bool,
+    chunks: int,
+    *,
+    ahead: bool = False,
+    stop_early: bool = False,
+    connect: bool = True,
 ) -> Run:
     """Feed one streaming session `chunks` chunks. ahead: each chunk is sent as soon as the previous one is
     scheduled (it waits in the session's streaming queue while that one is in flight), not after its output.
@@ -132,10 +138,12 @@ def drive(
     from vllm.v1.request import Request
 
     from engine_sidecar.engines.voxtral.reanchor.settings import REQUEST_TAG
-    from engine_sidecar.engines.voxtral.reanchor.shift import OUTPUT_ATTR
 
     sched = build(model_dir, async_scheduling)
     run = Run()
+    handed: list[Any] = []  # what the scheduler hands the workers, as the engine core's collective_rpc would
+    if connect:
+        sched.voxgate_connect(handed.append)
     original_shift, original_idle = sched._vg_maybe_shift, sched._vg_idle
 
     def maybe_shift(session: Any, tag: str) -> None:
@@ -182,8 +190,9 @@ def drive(
     quiet = 0  # consecutive steps that scheduled nothing, with nothing in flight: the session is drained
     for _ in range(8 * chunks):
         out = sched.schedule()
-        if shifts := getattr(out, OUTPUT_ATTR, None):
-            run.shifts += [(s.tokens, s.clock, s.blocks) for s in shifts]
+        while handed:
+            assert out.total_num_scheduled_tokens > 0  # handed over with a step that runs the model
+            run.shifts += [(s.tokens, s.clock, s.blocks) for s in handed.pop(0)]
         if ahead and "session" in out.num_scheduled_tokens and run.chunks < chunks:
             sched.add_request(chunk(7))
         if not async_scheduling:
@@ -235,3 +244,13 @@ def test_the_async_scheduler_never_shifts_a_session_with_work_in_flight(model_di
     assert set(late.in_flight_at_shift) == {0}, late.in_flight_at_shift
     for tokens, clock, _ in late.shifts:
         assert tokens % DECODER_BLOCK == 0 and 0 < clock < MAX_MODEL_LEN - MARGIN
+
+
+def test_a_scheduler_not_connected_to_the_workers_never_shifts(model_dir: Path) -> None:
+    """Shifting positions with nobody to rotate the keys would corrupt the session: without the engine core's
+    connection (reanchor/engine_core.py) the clock runs into max_model_len as stock vLLM's would."""
+    for async_scheduling in (False, True):
+        connected = drive(model_dir, async_scheduling, 130)
+        alone = drive(model_dir, async_scheduling, 130, connect=False)
+        assert connected.shifts and alone.shifts == []
+        assert alone.state[0] >= MAX_MODEL_LEN - MARGIN > connected.state[0]

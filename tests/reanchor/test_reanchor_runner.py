@@ -1,10 +1,9 @@
-"""Re-anchoring refuses a model runner or scheduler it does not match, instead of arming half of itself.
-
-vLLM 0.32 picks model runner V2 wherever Triton is (every GPU install); V2 shares no base class with the V1
-runner the hook wraps. These run vLLM's real classes (no GPU needed: only the class objects are used).
-"""
+"""Re-anchoring's seams into vLLM: a worker extension vLLM accepts on every worker class, a scheduler matching
+vLLM's resolved scheduling, and each release's GPU environment. vLLM's real classes, no GPU needed."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -12,25 +11,35 @@ from tests.vllm_guard import import_vllm
 
 import_vllm("vllm")  # skips without vLLM, fails in CI (VOXGATE_REQUIRE_VLLM=1)
 
-from engine_sidecar.engines.voxtral.reanchor.worker import install_hook, runner_problem  # noqa: E402
+
+def test_the_worker_extension_adds_only_new_names_to_every_worker_class() -> None:
+    """vLLM asserts this itself when it mixes the extension in (worker_base.init_worker): no name may clash."""
+    from vllm.v1.worker.cpu_worker import CPUWorker
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from engine_sidecar.engines.voxtral.reanchor.worker import ReanchorWorkerExtension
+
+    names = [n for n in vars(ReanchorWorkerExtension) if not n.startswith("__")]
+    assert "voxgate_rotate" in names and all(n.startswith("voxgate_") for n in names)
+    for worker in (Worker, CPUWorker):
+        assert [n for n in names if hasattr(worker, n)] == []
 
 
-def test_a_v2_model_runner_is_refused_with_the_reason() -> None:
-    from vllm.v1.worker.gpu.model_runner import GPUModelRunner as V2Runner
-
-    assert install_hook()
-    problem = runner_problem(object.__new__(V2Runner))
-    assert problem is not None
-    assert "vllm.v1.worker.gpu.model_runner.GPUModelRunner" in problem and "VLLM_USE_V2_MODEL_RUNNER=0" in problem
-
-
-def test_the_v1_runners_are_accepted_once_hooked() -> None:
+def test_no_model_runner_method_is_patched() -> None:
+    """The worker side is reached through collective_rpc only: vLLM's runner classes are left as they are."""
     from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner as V2Runner
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    assert install_hook()
-    assert runner_problem(object.__new__(GPUModelRunner)) is None
-    assert runner_problem(object.__new__(CPUModelRunner)) is None  # the CPU runner inherits the hooked method
+    import engine_sidecar.engines.voxtral.reanchor.worker  # noqa: F401
+    import engine_sidecar.engines.voxtral.vllm_plugin as plugin
+
+    plugin.register()
+    for cls in (GPUModelRunner, CPUModelRunner, V2Runner):
+        for name, value in vars(cls).items():
+            assert not getattr(value, "_voxgate_hook", False), f"{cls.__name__}.{name}"
+            if callable(value) and hasattr(value, "__module__"):
+                assert value.__module__.startswith("vllm"), f"{cls.__name__}.{name} is {value.__module__}'s"
 
 
 def test_the_scheduler_subclass_must_match_the_resolved_async_flag() -> None:
@@ -48,12 +57,22 @@ def test_the_scheduler_subclass_must_match_the_resolved_async_flag() -> None:
         check_scheduling_mode(ReanchorAsyncScheduler, async_scheduling=False)
 
 
-def test_gpu_engines_ask_for_the_v1_runner_and_explicit_async_scheduling() -> None:
+def test_gpu_engines_get_each_releases_runner_switch_and_explicit_async_scheduling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from engine_sidecar.engines.voxtral.options import VoxtralOptions
-    from engine_sidecar.engines.voxtral.procs import GPU_ENV_DEFAULTS
+    from engine_sidecar.engines.voxtral.procs import set_release_env
+    from engine_sidecar.engines.voxtral.vllm_window.versions import RELEASES
 
-    assert GPU_ENV_DEFAULTS["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    for name, wanted in (("0.32", "0"), ("0.33", "0"), ("0.34", None)):
+        monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+        set_release_env(cpu=False, release=RELEASES[name])
+        assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == wanted, name  # 0.34 raises for any value but 1
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    set_release_env(cpu=True, release=RELEASES["0.32"])
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in os.environ
     gpu = VoxtralOptions().engine_kwargs("m", on_cpu=False, reanchor=True)
     cpu = VoxtralOptions().engine_kwargs("m", on_cpu=True, reanchor=True)
     assert gpu["async_scheduling"] is True and gpu["scheduler_cls"].endswith("ReanchorAsyncScheduler")
     assert cpu["async_scheduling"] is False and cpu["scheduler_cls"].endswith(".ReanchorScheduler")
+    assert gpu["worker_extension_cls"].endswith("reanchor.worker.ReanchorWorkerExtension")

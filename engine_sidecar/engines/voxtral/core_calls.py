@@ -13,12 +13,10 @@ from typing import Any
 ABORT_CLIENT_METHOD = "voxgate_abort_client"  # a new name on EngineCore: nothing of vLLM's overridden
 
 
-def install_abort_client() -> bool:
-    """Give vLLM's EngineCore the utility call; idempotent."""
-    from vllm.v1.engine.core import EngineCore
-
-    if getattr(EngineCore, ABORT_CLIENT_METHOD, None) is not None:
-        return True
+def install_abort_client(engine_core_cls: Any) -> None:
+    """Give vLLM's EngineCore class the utility call; idempotent."""
+    if getattr(engine_core_cls, ABORT_CLIENT_METHOD, None) is not None:
+        return
 
     def voxgate_abort_client(self: Any, client_index: int) -> int:
         """Abort every request of one client slot; how many there were."""
@@ -27,5 +25,4 @@ def install_abort_client() -> bool:
             self.abort_requests(ids)
         return len(ids)
 
-    setattr(EngineCore, ABORT_CLIENT_METHOD, voxgate_abort_client)
-    return True
+    setattr(engine_core_cls, ABORT_CLIENT_METHOD, voxgate_abort_client)

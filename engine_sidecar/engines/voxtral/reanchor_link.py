@@ -20,8 +20,9 @@ import structlog
 
 from engine_api.info import KvGroupRuntime, PositionMode, PositionRuntime
 from engine_sidecar.engines.engine import EngineCounters
+from engine_sidecar.engines.voxtral.reanchor.engine_core import CONNECT_METHOD, POLL_METHOD
 from engine_sidecar.engines.voxtral.reanchor.frontend import uncap_realtime_buffer
-from engine_sidecar.engines.voxtral.reanchor.tripwire import POLL_METHOD, Unacknowledged, check
+from engine_sidecar.engines.voxtral.reanchor.tripwire import Unacknowledged, check
 
 log = structlog.get_logger("voxtral")
 POLL_S = 0.5
@@ -76,11 +77,11 @@ class ReanchorLink:
         problems = [str(r.get("reason") or "worker set-up failed") for r in reports if not r.get("ok")]
         if wanted and not problems:
             try:
+                if not await llm.engine_core.call_utility_async(CONNECT_METHOD):
+                    problems.append("vLLM's scheduler is not voxgate's: no session would be shifted")
                 await self._call_poll(llm)  # the tripwire must answer before we rely on it
             except Exception as exc:
-                problems.append(
-                    f"the re-anchor tripwire cannot reach the engine core ({exc}): shifts could go unchecked"
-                )
+                problems.append(f"the re-anchor calls cannot reach the engine core ({exc}): shifts could go unchecked")
         if wanted and not problems:
             try:
                 uncap_realtime_buffer()

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from engine_sidecar.engines.voxtral.chunk_render import DirectRender, Render
+from engine_sidecar.engines.voxtral.vllm_window.versions import Release
 
 log = structlog.get_logger("voxtral")
 
@@ -182,11 +183,16 @@ async def differences(llm: Any, render: Any, params: Any) -> list[str]:
     return []
 
 
-async def choose(llm: Any, model_cls: Any, render: Any, params: Any, mode: str) -> str:
-    """The step driver in effect: "direct" only where its steps and requests are vLLM's, byte for byte."""
+async def choose(llm: Any, model_cls: Any, render: Any, params: Any, mode: str, release: Release | None) -> str:
+    """The step driver in effect: "direct" only on a release whose request path it copies (versions.py), and
+    where its steps and requests are vLLM's, byte for byte."""
     from engine_sidecar.engines.voxtral import steps
 
     if mode == "vllm":
+        return "vllm"
+    if release is None or not release.direct_steps:
+        name = release.name if release else "an unlisted release"
+        log.info("step_driver_fallback", wanted=mode, used="vllm", problems=[f"vLLM {name}: its own path"])
         return "vllm"
     try:
         problems = await steps.differences(model_cls, llm.model_config) + await differences(llm, render, params)

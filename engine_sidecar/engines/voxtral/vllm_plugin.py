@@ -1,18 +1,27 @@
-"""vLLM general plugin (entry point group `vllm.general_plugins`): vLLM loads it in every one of its
-processes, so the worker hook exists wherever a model runner does, whatever the executor layout.
-Inert until the sidecar's set-up call arms it on the model runner (worker.ReanchorWorkerExtension).
-In the EngineCore it adds the tripwire's utility call (tripwire.py) and the one that frees a dead front
-end's requests (voxtral/core_calls.py).
+"""vLLM general plugin (entry point group `vllm.general_plugins`).
+
+vLLM loads it in every one of its processes, whatever starts vLLM, voxgate or not, and does not catch its
+errors: a failure here would stop every vLLM start on this machine. So it only adds new, prefixed utility calls
+to EngineCore (the re-anchoring ones: reanchor/engine_core.py; the one that frees a dead front end's requests:
+core_calls.py), imports nothing but EngineCore, which every vLLM of the window has, and never raises.
+Re-anchoring's worker side is the `worker_extension_cls` the sidecar names; it needs no plugin.
 """
 
 from __future__ import annotations
 
+import logging
+
+from engine_sidecar.engines.voxtral.reanchor.settings import LOGGER
+
 
 def register() -> None:
-    from engine_sidecar.engines.voxtral.core_calls import install_abort_client
-    from engine_sidecar.engines.voxtral.reanchor.tripwire import install_core_poll
-    from engine_sidecar.engines.voxtral.reanchor.worker import install_hook
+    try:
+        from vllm.v1.engine.core import EngineCore
 
-    install_hook()
-    install_core_poll()
-    install_abort_client()
+        from engine_sidecar.engines.voxtral.core_calls import install_abort_client
+        from engine_sidecar.engines.voxtral.reanchor.engine_core import install_core_calls
+
+        install_core_calls(EngineCore)
+        install_abort_client(EngineCore)
+    except Exception as exc:  # noqa: BLE001 - never break a vLLM start: voxgate's sidecar sees the calls missing
+        logging.getLogger(LOGGER).warning("voxgate's vLLM plugin did not load: %r", exc)

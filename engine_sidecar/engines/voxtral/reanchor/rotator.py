@@ -26,6 +26,7 @@ from engine_sidecar.engines.voxtral.reanchor.rotation import (
 )
 from engine_sidecar.engines.voxtral.reanchor.settings import ReanchorSettings
 from engine_sidecar.engines.voxtral.reanchor.shift import Shift
+from engine_sidecar.engines.voxtral.vllm_window.worker import kv_cache
 
 DECODER, ENCODER = "decoder", "encoder"
 ENCODER_THETA = 1e6  # vLLM's causal Whisper encoder hard-codes it
@@ -179,7 +180,7 @@ def build_rotator(runner: Any, settings: ReanchorSettings) -> KeyRotator:
                 neox=neox,
                 states_per_token=states,
             )
-            kv = layer.kv_cache[0] if isinstance(layer.kv_cache, list) else layer.kv_cache
+            kv = kv_cache(layer)
             slots, ratio, block_dim = _kernel_geometry(kv, spec.block_size * states, config.num_blocks)
             key = (type(layer.impl), tuple(kv.shape), kv.stride(), kv.dtype, slots)
             if key not in probed:
@@ -215,7 +216,7 @@ def _kernel_geometry(kv: torch.Tensor, slots_per_block: int, num_blocks: int) ->
 
 
 def _probe(layer: Any, kv: torch.Tensor, slots: int, block_dim: int, heads: int, head_dim: int) -> KeyLayout:
-    from vllm.utils.torch_utils import is_quantized_kv_cache
+    from vllm.v1.kv_cache_interface import is_quantized_kv_cache
 
     kv_dtype = str(getattr(layer.impl, "kv_cache_dtype", "auto"))
     if is_quantized_kv_cache(kv_dtype):

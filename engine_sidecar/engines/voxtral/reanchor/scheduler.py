@@ -3,8 +3,10 @@
 Loaded by vLLM through `scheduler_cls` in the EngineCore process. Every streaming chunk re-sends the
 whole session to the worker as a new request, so truncating the scheduler's own copy of a session
 while it is idle between chunks (`_update_request_as_session`) moves the worker's positions, slot
-mapping and block table with it. Only the cached keys need explicit work: the Shift attached to the
-next SchedulerOutput tells the workers which blocks to rotate by R(-D) before the next forward.
+mapping and block table with it (model runner V1 and V2 alike). Only the cached keys need explicit work: the
+next `schedule()` that runs the model hands each Shift to every worker rank (`voxgate_rotate` through
+collective_rpc, connected by the engine core: engine_core.py), which rotates the blocks by R(-D) before that
+step's forward. Unconnected, the scheduler never shifts.
 
 On GPU, vLLM schedules asynchronously: the AsyncScheduler variant re-anchors a session only when
 nothing of it is in flight, and otherwise retries at its next chunk (the margin leaves room for that).
@@ -19,16 +21,20 @@ import dataclasses
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from engine_sidecar.engines.voxtral.reanchor.settings import LOGGER, ReanchorSettings, request_tag
-from engine_sidecar.engines.voxtral.reanchor.shift import OUTPUT_ATTR, Shift
+from engine_sidecar.engines.voxtral.reanchor.shift import Shift
 
 log = logging.getLogger(LOGGER)
 ISSUED_KEPT = 4096  # issued shifts kept for the tripwire between two of its polls
+COUNT_ATTR = "_voxgate_reanchors"  # on vLLM's Request: its re-anchors so far (gone with the request)
+
+Rotate = Callable[[tuple[Shift, ...]], Any]  # hands shifts to every worker rank; returns once they ran
 
 
 def sched_requests(scheduler: Any) -> dict[str, Any]:
@@ -47,7 +53,7 @@ def check_scheduling_mode(cls: type, async_scheduling: bool) -> None:
 
 
 class _ReanchorMixin:
-    """Mixed in before a vLLM scheduler class; everything it touches is listed in selfcheck.SCHEDULER_ATTRS."""
+    """Mixed in before a vLLM scheduler class; everything it touches is listed in vllm_window/symbols.py."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -61,6 +67,11 @@ class _ReanchorMixin:
         # Every group's blocks must stay whole: D is a multiple of every group's block size.
         self._vg_unit = math.lcm(*(m.block_size for m in managers))
         self._vg_warned: set[str] = set()
+        self._vg_rotate: Rotate | None = None
+
+    def voxgate_connect(self, rotate: Rotate) -> None:
+        """The engine core's way to the workers (engine_core.py): from now on sessions may be shifted."""
+        self._vg_rotate = rotate
 
     # -- hooks into vLLM ------------------------------------------------------
 
@@ -71,17 +82,20 @@ class _ReanchorMixin:
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         out = super().schedule(*args, **kwargs)  # type: ignore[misc]
-        # Hand shifts over only with a step that runs the model: the workers rotate at its start.
-        if self._vg_pending and out.total_num_scheduled_tokens > 0:
+        # Rotate with a step that runs the model, before the workers get it.
+        if self._vg_pending and out.total_num_scheduled_tokens > 0 and self._vg_rotate is not None:
             live = sched_requests(self)
             issued = []
             for rid, shift in self._vg_pending.items():
                 if rid in live:
                     self._vg_seq += 1
                     issued.append(dataclasses.replace(shift, seq=self._vg_seq))
-            setattr(out, OUTPUT_ATTR, tuple(issued))
-            self._vg_issued.extend(shift.record() for shift in issued)
             self._vg_pending = {}
+            self._vg_issued.extend(shift.record() for shift in issued)
+            try:
+                self._vg_rotate(tuple(issued))
+            except Exception:  # a rank that did not rotate does not acknowledge: the sidecar's tripwire acts
+                log.exception("voxgate re-anchoring: handing %d shift(s) to the workers failed", len(issued))
         return out
 
     def voxgate_issued(self) -> list[dict[str, Any]]:
@@ -98,6 +112,8 @@ class _ReanchorMixin:
     def _vg_maybe_shift(self, session: Any, tag: str) -> None:
         sched: Any = self
         assert self._vg_settings is not None
+        if self._vg_rotate is None:
+            return
         if session.num_tokens < sched.max_model_len - self._vg_settings.margin_tokens or not self._vg_idle(session):
             return
         managers = sched.kv_cache_manager.coordinator.single_type_managers
@@ -127,7 +143,9 @@ class _ReanchorMixin:
         session.num_prompt_tokens -= shift
         session.num_computed_tokens -= shift
         blocks = tuple(self._vg_drop_blocks(m, session.request_id, shift) for m in managers)
-        event = Shift(session.request_id, tag, shift, blocks, session.num_computed_tokens)
+        count = getattr(session, COUNT_ATTR, 0) + 1
+        setattr(session, COUNT_ATTR, count)
+        event = Shift(session.request_id, tag, shift, blocks, session.num_computed_tokens, count)
         earlier = self._vg_pending.get(session.request_id)
         self._vg_pending[session.request_id] = earlier.then(event) if earlier else event
         log.debug("re-anchored %s by %d: clock %d", session.request_id, shift, session.num_computed_tokens)

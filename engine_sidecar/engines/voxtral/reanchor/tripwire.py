@@ -1,9 +1,9 @@
 """The runtime tripwire: every shift the scheduler issued must have been applied by every worker rank.
 
 A shift moves the scheduler's positions at once; only the workers' rotation keeps the cached keys in step. A
-rank that skips it (its hook not called, not armed, a runner it does not wrap) would leave that session
-attending with the wrong relative positions from then on, while every output still looks normal. So the
-sidecar never takes "no news" for "applied": it asks the EngineCore, in one utility call, for the shifts the
+rank that skips it (the call lost, not armed, failed) would leave that session attending with the wrong
+relative positions from then on, while every output still looks normal. So the sidecar never takes "no news"
+for "applied": it asks the EngineCore, in one utility call (engine_core.POLL_METHOD), for the shifts the
 scheduler issued since the last call and for every rank's acknowledgements since then, and compares.
 
 One call, so the comparison has no race: EngineCore handles utility calls between engine steps, the scheduler's
@@ -17,29 +17,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-
-POLL_METHOD = "voxgate_reanchor_poll"  # added to vLLM's EngineCore by the plugin (a new name: nothing overridden)
-
-
-def install_core_poll() -> bool:
-    """Give vLLM's EngineCore the utility call the sidecar polls. Idempotent; runs in every vLLM process."""
-    from vllm.v1.engine.core import EngineCore
-
-    if getattr(EngineCore, POLL_METHOD, None) is not None:
-        return True
-
-    def voxgate_reanchor_poll(self: Any, tag_prefix: str | None = None) -> dict[str, Any]:
-        drain = getattr(self.scheduler, "voxgate_issued", None)  # absent: a scheduler that never shifts
-        issued = drain() if drain is not None else []
-        ranks = list(self.collective_rpc("voxgate_reanchor_events"))
-        if tag_prefix is None:  # the one front end: everything is its news
-            return {"issued": issued, "ranks": ranks}
-        box = self.__dict__.setdefault("_voxgate_mailbox", Mailbox())
-        return box.exchange(issued, ranks, tag_prefix)
-
-    setattr(EngineCore, POLL_METHOD, voxgate_reanchor_poll)
-    return True
-
 
 MAILBOX_KEPT = 4096  # news kept for front ends that have not polled yet (a dead one's is dropped oldest first)
 

@@ -1,9 +1,11 @@
-"""Worker side of re-anchoring, loaded by vLLM as `worker_extension_cls` (methods callable through
-collective_rpc) and installed into every vLLM process by the general plugin (plugin.py).
+"""Worker side of re-anchoring, loaded by vLLM as `worker_extension_cls`: its methods become the worker's and
+are called through `collective_rpc`. Nothing of vLLM's is patched or overridden.
 
-The hook runs first thing in each model step (`_update_states`, before any forward): shifts the
-scheduler attached to this step's SchedulerOutput rotate their sessions' live cached keys by R(-D),
-after the last forward that used the old positions and before the first that uses the new ones.
+The scheduler (scheduler.py) hands each shift to every worker rank through `voxgate_rotate`, from inside its
+`schedule()`: after every step already handed to the workers (collective_rpc's channel is ordered) and before
+the step it is scheduling, so the keys are rotated by R(-D) after the last forward that used the old positions
+and before the first that uses the new ones. Works the same with model runner V1 and V2: the keys are found
+through the attention layers' own `kv_cache` (vllm_window.worker).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from engine_sidecar.engines.voxtral.reanchor.rotator import (
     precise_rope,
 )
 from engine_sidecar.engines.voxtral.reanchor.settings import LOGGER, ReanchorSettings
-from engine_sidecar.engines.voxtral.reanchor.shift import OUTPUT_ATTR, Shift
+from engine_sidecar.engines.voxtral.reanchor.shift import Shift
+from engine_sidecar.engines.voxtral.vllm_window.worker import kv_fingerprint, model_runner
 
 log = logging.getLogger(LOGGER)
-ROTATOR_ATTR = "_voxgate_rotator"  # set on the model runner by setup; absent: the hook does nothing
+STATE_ATTR = "_voxgate_reanchor"  # on the worker: the armed state; absent or None: shifts are not applied
 EVENTS_KEPT = 4096
 
 
@@ -43,70 +46,33 @@ class Event:
     seq: int  # the scheduler's serial number of the shift: this rank's acknowledgement of it
 
 
-class _Ledger:
-    """Per-request counts and recent events, drained by the sidecar's poll."""
+@dataclass
+class Armed:
+    """What one worker holds once armed: the rotator over its live KV cache, and the events not yet polled."""
 
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
-        self.total = 0
+    settings: ReanchorSettings
+    rotator: KeyRotator
+    fingerprint: tuple[Any, ...]  # the KV cache the rotator was built over (vLLM may re-bind it: rebuild then)
+    report: dict[str, Any]
+    events: deque[Event]
+    total: int = 0
 
-    def record(self, shift: Shift, seconds: float) -> None:
-        self.counts[shift.req_id] = count = self.counts.get(shift.req_id, 0) + 1
+    @classmethod
+    def over(cls, runner: Any, rotator: KeyRotator, settings: ReanchorSettings, report: dict[str, Any]) -> Armed:
+        return cls(settings, rotator, kv_fingerprint(runner), report, deque(maxlen=EVENTS_KEPT))
+
+    def apply(self, runner: Any, shift: Shift) -> None:
+        if (now := kv_fingerprint(runner)) != self.fingerprint:
+            log.info("voxgate re-anchoring: the KV cache was re-bound; finding the keys again")
+            self.rotator, self.fingerprint = build_rotator(runner, self.settings), now
+        start = time.perf_counter()
+        self.rotator.rotate(shift)
+        seconds = time.perf_counter() - start
         self.total += 1
+        blocks = sum(len(ids) for ids in shift.blocks)
         self.events.append(
-            Event(
-                shift.tag,
-                shift.tokens,
-                shift.clock,
-                count,
-                round(seconds * 1000, 3),
-                sum(len(ids) for ids in shift.blocks),
-                shift.seq,
-            )
+            Event(shift.tag, shift.tokens, shift.clock, shift.count, round(seconds * 1000, 3), blocks, shift.seq)
         )
-
-
-def install_hook() -> bool:
-    """Wrap GPUModelRunner._update_states (the CPU runner inherits it). Idempotent; False if it is missing."""
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
-    original = getattr(GPUModelRunner, "_update_states", None)
-    if original is None:
-        return False
-    if getattr(original, "_voxgate_hook", False):
-        return True
-
-    def _update_states(self: Any, scheduler_output: Any) -> Any:
-        shifts = getattr(scheduler_output, OUTPUT_ATTR, None)
-        rotator: KeyRotator | None = getattr(self, ROTATOR_ATTR, None)
-        if shifts and rotator is not None:
-            ledger: _Ledger = self._voxgate_ledger
-            for shift in shifts:
-                start = time.perf_counter()
-                rotator.rotate(shift)
-                ledger.record(shift, time.perf_counter() - start)
-        return original(self, scheduler_output)
-
-    _update_states._voxgate_hook = True  # type: ignore[attr-defined]
-    GPUModelRunner._update_states = _update_states  # type: ignore[method-assign]
-    return True
-
-
-def runner_problem(runner: Any) -> str | None:
-    """Why re-anchoring cannot run on this live runner object, or None: the hook must be what its class calls.
-
-    vLLM 0.32's model runner V2 (`vllm.v1.worker.gpu.model_runner.GPUModelRunner`, chosen wherever Triton is
-    unless VLLM_USE_V2_MODEL_RUNNER=0) shares no base with the V1 runner and has no `_update_states`: armed there,
-    the scheduler would shift positions while no key is rotated."""
-    cls = type(runner)
-    method = getattr(cls, "_update_states", None)
-    if method is None or not getattr(method, "_voxgate_hook", False):
-        return (
-            f"model runner {cls.__module__}.{cls.__qualname__} is not the hooked V1 runner (model runner V2? "
-            "set VLLM_USE_V2_MODEL_RUNNER=0): keys would not be rotated"
-        )
-    return None
 
 
 def describe_runtime(runner: Any) -> dict[str, Any]:
@@ -126,22 +92,23 @@ def describe_runtime(runner: Any) -> dict[str, Any]:
     }
 
 
+def arm(worker: Any, armed: Armed | None) -> None:
+    """Arm (or, with None, disarm) a worker: what voxgate_rotate applies shifts with."""
+    setattr(worker, STATE_ATTR, armed)
+
+
 class ReanchorWorkerExtension:
     """Mixed into vLLM's worker as an extra base class: only new, prefixed method names."""
 
     def voxgate_reanchor_setup(self) -> dict[str, Any]:
-        """Run the worker-side guards, probe the KV layouts, arm the hook. Never raises: reports."""
-        runner: Any = self.model_runner  # type: ignore[attr-defined]
-        if (armed := getattr(runner, "_voxgate_setup_report", None)) is not None:
-            # Another front end of this engine core armed it (process/core_host.py): arming again would reset the
-            # ledger under its live sessions and rebuild the RoPE tables. Same answer instead.
-            return dict(armed)
+        """Run the worker-side guards, probe the KV layouts, arm. Never raises: reports."""
+        if (armed := getattr(self, STATE_ATTR, None)) is not None:
+            # Another front end of this engine core armed it (process/core_host.py): arming again would drop the
+            # events not yet polled and rebuild the RoPE tables under live sessions. Same answer instead.
+            return dict(armed.report)
+        runner = model_runner(self)
         settings = ReanchorSettings.from_vllm_config(runner.vllm_config) or ReanchorSettings()
         try:
-            if not install_hook():
-                raise Unsupported("vLLM's model runner has no _update_states to hook")
-            if problem := runner_problem(runner):
-                raise Unsupported(problem)
             for attr in ("kv_cache_config", "compilation_config", "get_model"):
                 if not hasattr(runner, attr):
                     raise Unsupported(f"vLLM's model runner has no {attr}")
@@ -157,9 +124,7 @@ class ReanchorWorkerExtension:
         except Exception as exc:  # a surprise inside vLLM: fall back rather than break the engine
             log.exception("voxgate re-anchoring self-check failed")
             return {"ok": False, "reason": f"self-check failed: {exc!r}", **_what_runs(runner)}
-        runner._voxgate_ledger = _Ledger()
-        setattr(runner, ROTATOR_ATTR, rotator)
-        runner._voxgate_setup_report = report = {
+        report = {
             "ok": True,
             "reason": "",
             "layers": rotator.describe(),
@@ -168,11 +133,23 @@ class ReanchorWorkerExtension:
             "block_sizes": units,
             "runtime": describe_runtime(runner),
         }
+        arm(self, Armed.over(runner, rotator, settings, report))
         return dict(report)
+
+    def voxgate_rotate(self, shifts: tuple[Shift, ...]) -> int:
+        """Rotate the cached keys of each shifted session by R(-D); how many shifts were applied (0: not armed,
+        and then nothing is acknowledged: the sidecar's tripwire sees it)."""
+        armed: Armed | None = getattr(self, STATE_ATTR, None)
+        if armed is None:
+            return 0
+        runner = model_runner(self)
+        for shift in shifts:
+            armed.apply(runner, shift)
+        return len(shifts)
 
     def voxgate_kv_geometry(self) -> dict[str, Any]:
         """The KV pool as this worker holds it: blocks, and per group its block size and window (None: full)."""
-        runner: Any = self.model_runner  # type: ignore[attr-defined]
+        runner = model_runner(self)
         groups = runner.kv_cache_config.kv_cache_groups
         return {
             "num_blocks": int(runner.kv_cache_config.num_blocks),
@@ -182,26 +159,19 @@ class ReanchorWorkerExtension:
 
     def voxgate_reanchor_events(self) -> dict[str, Any]:
         """Events since the last call (each one this rank's acknowledgement of a shift it applied), plus totals."""
-        runner: Any = self.model_runner  # type: ignore[attr-defined]
-        ledger: _Ledger | None = getattr(runner, "_voxgate_ledger", None)
-        armed = getattr(runner, ROTATOR_ATTR, None) is not None
-        if ledger is None:
-            return {"events": [], "total": 0, "armed": armed}
-        events = [asdict(e) for e in ledger.events]
-        ledger.events.clear()
-        for req_id in [r for r in ledger.counts if r not in runner.requests]:  # finished: forget
-            del ledger.counts[req_id]
-        return {"events": events, "total": ledger.total, "armed": armed}
+        armed: Armed | None = getattr(self, STATE_ATTR, None)
+        if armed is None:
+            return {"events": [], "total": 0, "armed": False}
+        events = [asdict(e) for e in armed.events]
+        armed.events.clear()
+        return {"events": events, "total": armed.total, "armed": True}
 
     def voxgate_reanchor_disarm(self) -> bool:
-        """Stop applying shifts on this rank (the hook then neither rotates nor acknowledges): what a rank whose
-        hook is not called looks like. The sidecar's tripwire must then end re-anchoring for the sessions the
-        scheduler shifts (tests/engine/test_reanchor_tripwire.py). True if it was armed."""
-        runner: Any = self.model_runner  # type: ignore[attr-defined]
-        armed = getattr(runner, ROTATOR_ATTR, None) is not None
-        if armed:
-            delattr(runner, ROTATOR_ATTR)
-        runner._voxgate_setup_report = None
+        """Stop applying shifts on this rank (neither rotated nor acknowledged): what a rank that misses the
+        call looks like. The sidecar's tripwire must then end re-anchoring for the sessions the scheduler
+        shifts (tests/engine/test_reanchor_tripwire.py). True if it was armed."""
+        armed = getattr(self, STATE_ATTR, None) is not None
+        arm(self, None)
         return armed
 
 
