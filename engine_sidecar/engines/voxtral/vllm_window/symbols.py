@@ -111,6 +111,17 @@ ENGINE_CORE = _rows(
     """,
 )
 
+
+def _attrs(cls: str, names: str) -> str:
+    """One row per attribute of a class (`names` space-separated)."""
+    return "\n".join(f"{cls}.{a}" for a in names.split())
+
+
+RUNNER_READS = "kv_cache_config compilation_config vllm_config model_config get_model"  # V1 and V2 alike
+ASYNC_LLM = "vllm.v1.engine.async_llm:AsyncLLM"
+FRONT_END_READS = "_add_request _run_output_handler input_processor output_processor output_handler errored log_stats"
+
+
 CPU_ATTN = "vllm.v1.attention.backends.cpu_attn:CPUAttentionBackendImpl"
 FLASH_ATTN = "vllm.v1.attention.backends.flash_attn:FlashAttentionImpl"
 KV_UPDATE = "layer, key, value, kv_cache, slot_mapping"  # the layout probe calls the backend's own cache write
@@ -121,11 +132,7 @@ WORKER = _rows(
     f"""
     vllm.v1.worker.gpu_worker:Worker.model_runner
     vllm.v1.worker.cpu_worker:CPUWorker.model_runner
-    vllm.v1.worker.gpu.model_runner:GPUModelRunner.kv_cache_config
-    vllm.v1.worker.gpu.model_runner:GPUModelRunner.compilation_config
-    vllm.v1.worker.gpu.model_runner:GPUModelRunner.vllm_config
-    vllm.v1.worker.gpu.model_runner:GPUModelRunner.model_config
-    vllm.v1.worker.gpu.model_runner:GPUModelRunner.get_model
+    {_attrs("vllm.v1.worker.gpu.model_runner:GPUModelRunner", RUNNER_READS)}
     vllm.config.compilation:CompilationConfig.static_forward_context
     vllm.v1.kv_cache_interface:KVCacheConfig.num_blocks
     vllm.v1.kv_cache_interface:KVCacheConfig.kv_cache_groups
@@ -151,10 +158,8 @@ WORKER = _rows(
     """,
 ) + _rows(
     "worker (model runner V1, where it exists)",
-    """
-    vllm.v1.worker.gpu_model_runner:GPUModelRunner.kv_cache_config
-    vllm.v1.worker.gpu_model_runner:GPUModelRunner.compilation_config
-    vllm.v1.worker.gpu_model_runner:GPUModelRunner.get_model
+    f"""
+    {_attrs("vllm.v1.worker.gpu_model_runner:GPUModelRunner", RUNNER_READS)}
     vllm.v1.worker.cpu_model_runner:CPUModelRunner
     """,
     ("0.32", "0.33"),
@@ -163,17 +168,11 @@ WORKER = _rows(
 # The front end: the realtime buffer re-anchoring uncaps, and the step driver's use of AsyncLLM's internals.
 FRONT_END = _rows(
     "front end",
-    """
+    f"""
     vllm.model_executor.models.voxtral_realtime:VoxtralRealtimeBuffer.__init__(config, prompt_tokens, max_model_len)
     vllm.model_executor.models.voxtral_realtime:VoxtralRealtimeGeneration.buffer_realtime_audio
-    vllm.v1.engine.async_llm:AsyncLLM._add_request
-    vllm.v1.engine.async_llm:AsyncLLM._validate_streaming_input_sampling_params(params)
-    vllm.v1.engine.async_llm:AsyncLLM._run_output_handler
-    vllm.v1.engine.async_llm:AsyncLLM.input_processor
-    vllm.v1.engine.async_llm:AsyncLLM.output_processor
-    vllm.v1.engine.async_llm:AsyncLLM.output_handler
-    vllm.v1.engine.async_llm:AsyncLLM.errored
-    vllm.v1.engine.async_llm:AsyncLLM.log_stats
+    {ASYNC_LLM}._validate_streaming_input_sampling_params(params)
+    {_attrs(ASYNC_LLM, FRONT_END_READS)}
     vllm.v1.engine.output_processor:RequestOutputCollector.put(output)
     vllm.v1.engine.output_processor:OutputProcessor.request_states
     vllm.v1.engine.output_processor:OutputProcessor.log_stats
