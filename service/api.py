@@ -115,7 +115,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             )
         limit = self._limit()
         if self.held + slots > limit:
-            raise errors.unavailable(errors.CAPACITY, f"all {limit} sessions are in use", c.retry_delay_s)
+            raise errors.unavailable(errors.CAPACITY, capacity_refusal(slots, self.held, limit), c.retry_delay_s)
 
     def _give_quota(self, session_id: str) -> None:
         given = self._quotas.give_back(session_id)
@@ -333,3 +333,11 @@ async def _inputs(requests: AsyncIterator[pb.StreamingRecognizeRequest]) -> Asyn
             yield proto_edge.client_input(msg)
     except DecodeError as exc:  # gRPC could not decode a request; the stream ends there (request_stream)
         raise request_stream.malformed(exc) from exc
+
+
+def capacity_refusal(asked: int, held: int, limit: int) -> str:
+    """What was asked and what is free: a multichannel session takes a slot per channel."""
+    free = max(limit - held, 0)
+    if asked == 1:
+        return f"all {limit} sessions are in use"
+    return f"{asked} sessions asked for (one per channel) but {free} of {limit} are free"

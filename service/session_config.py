@@ -105,7 +105,9 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
             f"audio_channel_count must be 1..{MAX_CHANNELS} (0 means 1); got {msg.audio_channel_count}",
         )
     if msg.channel_mode not in CHANNEL_MODES:
-        raise errors.invalid_config("config.channel_mode", f"unknown channel_mode {msg.channel_mode}")
+        names = ", ".join(pb.ChannelMode.Name(m) for m in CHANNEL_MODES)
+        said = f"channel_mode must be one of {names} (got {msg.channel_mode})"
+        raise errors.invalid_config("config.channel_mode", said)
     language = msg.language_code
     if len(language) > MAX_LANGUAGE_CODE_CHARS or not LANGUAGE_CODE.fullmatch(language):
         raise errors.invalid_config(

@@ -104,10 +104,12 @@ async def stream_inputs(
     """Audio requests → voxgate inputs until the client half-closes or `stop` is set (single utterance).
 
     A second config is a PROTOCOL_ORDER error; a request with no audio (empty, or only a Riva `id`)
-    is a keep-alive.
+    is a keep-alive. Vendor clients read files in power-of-two chunks, which need not hold whole frames
+    (3 channels: 6-byte frames): a partial frame at a message's end waits for the next message's bytes.
     """
     stopped = asyncio.ensure_future(stop.wait())
     pending: asyncio.Future[Any] | None = None
+    partial = b""  # the start of a frame whose rest is in the next message
     try:
         while not stop.is_set():
             pending = asyncio.ensure_future(anext(requests, None))
@@ -121,10 +123,15 @@ async def stream_inputs(
             finally:
                 pending = None
             if msg is None:
+                if partial:  # the stream ends inside a frame: the session says so (INVALID_AUDIO)
+                    yield AudioIn(partial)
                 return
             kind = msg.WhichOneof(oneof)
             if kind == audio_field and getattr(msg, audio_field):
-                for piece in audio_pieces(getattr(msg, audio_field), limit, frame):
+                data = partial + getattr(msg, audio_field)
+                whole = len(data) - len(data) % frame
+                partial = data[whole:]
+                for piece in audio_pieces(data[:whole], limit, frame):
                     yield piece
             elif kind in (None, audio_field):
                 yield KeepAliveIn()

@@ -17,7 +17,7 @@ from google.cloud.speech_v1.services.speech.transports import SpeechGrpcTranspor
 from tests.helpers import ServerProcess, read_wav_pcm, silence
 
 CHUNK = 3200  # 100 ms of one 16 kHz LINEAR16 channel
-Finals = Callable[[ServerProcess, bytes, int, bool], dict[int, list[str]]]  # (audio, channels, separate) → by tag
+Finals = Callable[..., dict[int, list[str]]]  # (server, audio, channels, separate[, chunk bytes]) → finals by tag
 
 
 def two_voices() -> tuple[bytes, bytes, bytes]:
@@ -42,7 +42,9 @@ def finals_by_channel(results: list[tuple[int, str]]) -> dict[int, list[str]]:
     return by
 
 
-def riva_finals(server: ServerProcess, audio: bytes, channels: int, separate: bool) -> dict[int, list[str]]:
+def riva_finals(
+    server: ServerProcess, audio: bytes, channels: int, separate: bool, chunk: int = 0
+) -> dict[int, list[str]]:
     config = riva.client.StreamingRecognitionConfig(
         config=riva.client.RecognitionConfig(
             encoding=riva.client.AudioEncoding.LINEAR_PCM,
@@ -55,7 +57,8 @@ def riva_finals(server: ServerProcess, audio: bytes, channels: int, separate: bo
         interim_results=True,
     )
     asr = riva.client.ASRService(riva.client.Auth(uri=server.target))
-    responses = asr.streaming_response_generator(audio_chunks=chunks(audio, CHUNK * channels), streaming_config=config)
+    pieces = chunks(audio, chunk or CHUNK * channels)
+    responses = asr.streaming_response_generator(audio_chunks=pieces, streaming_config=config)
     return finals_by_channel(
         [
             (r.channel_tag, r.alternatives[0].transcript)
@@ -66,7 +69,9 @@ def riva_finals(server: ServerProcess, audio: bytes, channels: int, separate: bo
     )
 
 
-def google_finals(server: ServerProcess, audio: bytes, channels: int, separate: bool) -> dict[int, list[str]]:
+def google_finals(
+    server: ServerProcess, audio: bytes, channels: int, separate: bool, chunk: int = 0
+) -> dict[int, list[str]]:
     config = speech.StreamingRecognitionConfig(
         config=speech.RecognitionConfig(
             encoding=speech.RecognitionConfig.AudioEncoding.LINEAR16,
@@ -78,7 +83,7 @@ def google_finals(server: ServerProcess, audio: bytes, channels: int, separate: 
         interim_results=True,
     )
     client = speech.SpeechClient(transport=SpeechGrpcTransport(channel=grpc.insecure_channel(server.target)))
-    requests = (speech.StreamingRecognizeRequest(audio_content=c) for c in chunks(audio, CHUNK * channels))
+    requests = (speech.StreamingRecognizeRequest(audio_content=c) for c in chunks(audio, chunk or CHUNK * channels))
     responses = client.streaming_recognize(config, requests, retry=None, timeout=120)
     return finals_by_channel(
         [
@@ -113,6 +118,19 @@ def test_separate_recognition_per_channel(sphinx_server: ServerProcess, finals_o
     alone = [finals_of(sphinx_server, mono, 1, False)[0] for mono in (left, right)]  # mono: channel_tag 0
     assert alone[0] and alone[1] and alone[0] != alone[1]
     assert finals_of(sphinx_server, stereo, 2, True) == {1: alone[0], 2: alone[1]}
+
+
+@pytest.mark.parametrize("finals_of", [riva_finals, google_finals], ids=["riva", "google"])
+def test_chunks_that_split_frames_are_joined_across_messages(sphinx_server: ServerProcess, finals_of: Finals) -> None:
+    """Vendor clients read files in fixed chunks: 4096 bytes of 3 channels (6-byte frames) or 6402 of 2 (4-byte
+    frames) end inside a frame. The rest of that frame comes in the next message."""
+    left, right, stereo = two_voices()
+    whole = finals_of(sphinx_server, stereo, 2, True)
+    assert whole[1] and whole[2]
+    assert finals_of(sphinx_server, stereo, 2, True, 6402) == whole
+    quiet = np.zeros(len(left) // 2, dtype="<i2")
+    three = np.stack([np.frombuffer(left, "<i2"), np.frombuffer(right, "<i2"), quiet], axis=1).astype("<i2")
+    assert finals_of(sphinx_server, three.tobytes(), 3, True, 4096) == whole  # the silent third: no finals
 
 
 @pytest.mark.parametrize("finals_of", [riva_finals, google_finals], ids=["riva", "google"])

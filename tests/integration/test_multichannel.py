@@ -216,10 +216,11 @@ def two_slot_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
     server.stop()
 
 
-def capacity_error(server: ServerProcess, channels: int) -> tuple[grpc.StatusCode, str]:
+def capacity_error(server: ServerProcess, channels: int, says: str = "") -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as err:
         Held(server, channels)
     code, reason, _ = error_reason(err.value)
+    assert says in (err.value.details() or ""), err.value.details()
     return code, reason
 
 
@@ -227,17 +228,21 @@ def test_every_channel_is_admitted_or_none(two_slot_server: ServerProcess) -> No
     stub = two_slot_server.stub()
     mono = Held(two_slot_server, 1)
     try:  # one slot left: a two-channel session would need two, and gets none
-        assert capacity_error(two_slot_server, 2) == (grpc.StatusCode.UNAVAILABLE, "CAPACITY")
+        refused = capacity_error(two_slot_server, 2, "2 sessions asked for (one per channel) but 1 of 2 are free")
+        assert refused == (grpc.StatusCode.UNAVAILABLE, "CAPACITY")
         assert stub.GetCapabilities(pb.GetCapabilitiesRequest()).active_sessions == 1
     finally:
         mono.release()
     stereo = Held(two_slot_server, 2)
     try:  # it holds both slots
         assert stub.GetCapabilities(pb.GetCapabilitiesRequest()).active_sessions == 2
-        assert capacity_error(two_slot_server, 1) == (grpc.StatusCode.UNAVAILABLE, "CAPACITY")
+        assert capacity_error(two_slot_server, 1, "all 2 sessions are in use") == (
+            grpc.StatusCode.UNAVAILABLE,
+            "CAPACITY",
+        )
     finally:
         stereo.release()
-    three = capacity_error(two_slot_server, 3)
+    three = capacity_error(two_slot_server, 3, "3 sessions asked for (one per channel) but 2 of 2 are free")
     assert three == (grpc.StatusCode.UNAVAILABLE, "CAPACITY")
     downmix = Held(two_slot_server, 2, pb.CHANNEL_MODE_DOWNMIX)  # the slots are free again; a downmix takes one
     try:

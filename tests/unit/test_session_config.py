@@ -51,6 +51,20 @@ def test_bad_values_name_their_field(kw: dict, field: str) -> None:
     assert info.value.code == grpc.StatusCode.INVALID_ARGUMENT and info.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("kw", "field", "reason"),
+    [
+        ({"encoding": 42}, "config.encoding", "UNSUPPORTED_AUDIO_FORMAT"),  # an audio format
+        ({"channel_mode": 42}, "config.channel_mode", "INVALID_CONFIG"),  # how to treat channels: a config value
+    ],
+)
+def test_an_unknown_enum_value_gets_the_reason_the_error_tables_give(kw: dict, field: str, reason: str) -> None:
+    with pytest.raises(StreamError) as info:
+        validate(cfg(audio_channel_count=2, **kw), Config(), LANGS)
+    assert (info.value.field, info.value.reason) == (field, reason)
+    assert "must be one of" in info.value.message and "(got 42)" in info.value.message
+
+
 VOXTRAL = ("en", "zh", "fr")
 
 
