@@ -23,6 +23,7 @@ from .audio import chunk_bytes, chunks, encode, read_wav, read_wav_channels
 from .client import SpeechClient
 from .config import StreamConfig
 from .encodings import ENCODINGS, Encoding, bytes_per_sample
+from .interrupt import Interrupt
 from .responses import error_details, format_error, response_to_dict
 from .security import DEFAULT_ADDRESS, Connection, add_connection_arguments, connection_from_args
 
@@ -242,7 +243,11 @@ class _Printer:
 
 
 def _stream(
-    args: argparse.Namespace, source: _Input, printer: _Printer, connection: Connection
+    args: argparse.Namespace,
+    source: _Input,
+    printer: _Printer,
+    connection: Connection,
+    interrupt: Interrupt,
 ) -> None:
     config = StreamConfig(
         encoding=args.encoding,
@@ -260,10 +265,17 @@ def _stream(
     with SpeechClient(
         args.server, credentials=connection.credentials, channel_options=connection.channel_options
     ) as client:
-        for response in client.stream(
-            config, source.chunks, pace=pace, metadata=connection.metadata
-        ):
-            printer.response(response_to_dict(response))
+        responses = client.stream(
+            config, interrupt.audio(source.chunks), pace=pace, metadata=connection.metadata
+        )
+        try:
+            for response in responses:
+                printer.response(response_to_dict(response))
+        finally:
+            # Cancel the call and let its threads go while the interpreter still runs: left
+            # to interpreter shutdown, grpc's cleanup can wait forever for a lock a stopped
+            # thread held.
+            responses.close()
 
 
 def run_transcribe(args: argparse.Namespace) -> int:
@@ -288,8 +300,9 @@ def run_transcribe(args: argparse.Namespace) -> int:
         except UsageError as e:
             print(f"{prog}: error: {e}", file=sys.stderr)
             return 2
+        interrupt = stack.enter_context(Interrupt())
         try:
-            _stream(args, source, printer, connection)
+            _stream(args, source, printer, connection, interrupt)
         except grpc.RpcError as e:
             printer.finish()
             details = error_details(e)
@@ -297,14 +310,18 @@ def run_transcribe(args: argparse.Namespace) -> int:
                 printer.json_line({"type": "error", **details})
             print(f"{prog}: error: {format_error(details)}", file=sys.stderr)
             return 1
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a second Ctrl-C: the stream was cancelled
             printer.finish()
+            print(f"{prog}: interrupted", file=sys.stderr)
             return 130
         except BrokenPipeError:
             # The reader went away (e.g. `| head`); silence the flush at exit.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 1
     printer.finish()
+    if interrupt.requested.is_set():  # the session ended with the finals of what was sent
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

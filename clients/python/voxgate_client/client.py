@@ -9,7 +9,7 @@ stream, with resume or without (voxgate_client.resume, voxgate_client.outbox).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -130,7 +130,7 @@ class SpeechClient:
         metadata: Metadata | None = None,
         timeout: float | None = None,
         resume: bool | ResumePolicy = False,
-    ) -> Iterator[Response]:
+    ) -> Generator[Response, None, None]:
         """Stream `audio` and yield responses as they arrive.
 
         `pace`: speed factor against real time (1.0 = real time); None sends
