@@ -54,13 +54,14 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._sessions: dict[str, AnySession] = {}  # by resume token; detached ones included
         self._tenant_of: dict[str, str] = {}  # session id → tenant, from admission to the session's end
         self._status_heard = asyncio.Event()  # an engine's status came (GetCapabilities waits a moment for it)
-        self._quota_gives: dict[str, asyncio.Future[bool]] = {}  # session id → its give, until answered
+        self._quota_gives: dict[str, asyncio.Future[dict[str, object]]] = {}  # session id → its give, until answered
         self._slots_of: dict[str, int] = {}  # session id → sessions it counts as (one per recognized channel)
         self._starting = 0  # admitted sessions still opening their engine link (not yet in _sessions)
         self._no_sessions = asyncio.Event()
         self._no_sessions.set()
         self._on_capacity_change = on_capacity_change  # a session was admitted or ended: readiness may change
         self.capacity = CapacityAudit(clock, config.sidecar_health_interval_s)
+        self._audit: asyncio.Future[None] | None = None  # a worker's audit, waiting for the service's count
         self.draining = False
 
     @property
@@ -86,18 +87,37 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
     def has_room(self) -> bool:
         return self.held < self._limit()
 
-    def capacity_counts(self) -> CapacityCounts:
+    def _held_changed(self) -> None:
+        """A session was admitted or ended: readiness may change, and the service-wide count (workers)."""
+        self._quotas.report(self.held)
+        self._on_capacity_change()
+
+    async def service_sessions(self) -> int:
+        """Sessions the whole service holds: this process's, or every worker's (their parent's count)."""
+        try:
+            return await self._quotas.service_sessions(self.held)
+        except QuotaLedgerUnreachable:  # the parent is gone: this worker is being stopped
+            return self.held
+
+    def capacity_counts(self, service: int | None = None) -> CapacityCounts:
         statuses = self._pool.statuses()  # the engines up: a dead one's sessions are moving elsewhere
         return CapacityCounts(
-            service=self.held,
+            service=self.held if service is None else service,
             sidecar=sum(s.active_sessions for s in statuses),
             engine=sum(s.counters.get("sessions_active", 0) for s in statuses),
             opening=sum(s.opening_sessions for s in statuses),
         )
 
     def audit_capacity(self) -> None:
-        """After a sidecar status: compare the three counts (see service/capacity.py)."""
-        self.capacity.check(self.capacity_counts())
+        """After a sidecar status: compare the three counts (see service/capacity.py). A worker compares the
+        whole service's sessions with the sidecar's, which counts every worker's."""
+        if self._relay is None:
+            self.capacity.check(self.capacity_counts())
+        elif self._audit is None or self._audit.done():
+            self._audit = asyncio.ensure_future(self._audit_service())
+
+    async def _audit_service(self) -> None:
+        self.capacity.check(self.capacity_counts(await self.service_sessions()))
 
     def engine_status_heard(self) -> None:
         self._status_heard.set()
@@ -156,7 +176,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         if not self._sessions:
             self._no_sessions.set()
         self._pool.check_soon()  # engines not admitting, maybe for want of a slot: see that one is free now
-        self._on_capacity_change()
+        self._held_changed()
 
     async def _open(self, msg: pb.StreamingConfig) -> tuple[AnySession, int]:
         """A new session, or the one `resume_token` names; and the seq to continue after."""
@@ -184,7 +204,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         structlog.contextvars.bind_contextvars(session_id=session_id)
         self._slots_of[session_id] = cfg.slots
         self._starting += cfg.slots  # holds its slots while it starts: a burst cannot all pass _admit at once
-        self._on_capacity_change()
+        self._held_changed()
         try:
             if tenant is not None:
                 await self._take_quota(session_id, tenant, cfg.slots)
@@ -204,7 +224,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
                 self._give_quota(session_id)
             self._slots_of.pop(session_id, None)
             self._starting -= cfg.slots
-            self._on_capacity_change()
+            self._held_changed()
             raise
         self._starting -= cfg.slots  # from here on _sessions holds it, with no await in between
         metrics.SESSIONS_STARTED.inc()
@@ -304,8 +324,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
             max_sessions=self._limit(),
-            active_sessions=self.held,
-            capacity=proto_edge.capacity(self.capacity_counts(), self.capacity.mismatches),
+            active_sessions=(service := await self.service_sessions()),
+            capacity=proto_edge.capacity(self.capacity_counts(service), self.capacity.mismatches),
             position_mode=proto_edge.position_mode(status.position_mode if status else ""),
             position_mode_reason=status.position_mode_reason if status else "",
             position_runtime=proto_edge.position_runtime(status),

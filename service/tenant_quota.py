@@ -10,6 +10,11 @@ The protocol is one JSON object per line, each answered `{"ok": bool}` in order:
 "slots": n, "quota": q}` and `{"give": id}`. A session's end reaches its client only once its give is
 answered (service/api.py), so a client that saw its session end may start the next one on any worker, as on
 one process.
+
+The book also keeps the one count of sessions the whole service holds (every session, with or without a
+tenant): each worker reports its own count whenever it changes, `{"held": n}`, answered with the service's
+total, `{"ok": true, "total": N}`. The capacity audit and GetCapabilities compare and report that total,
+not one worker's share of it (service/capacity.py).
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ class QuotaBook:
 
     _held: dict[tuple[object, str], _Held] = field(default_factory=dict)
     _per_tenant: dict[str, int] = field(default_factory=dict)
+    _sessions: dict[object, int] = field(default_factory=dict)  # each holder's own count of its sessions
+
+    def report(self, holder: object, sessions: int) -> int:
+        """A worker's count of the sessions it holds; the whole service's."""
+        self._sessions[holder] = sessions
+        return sum(self._sessions.values())
 
     def take(self, holder: object, session_id: str, tenant: str, slots: int, quota: int) -> bool:
         """All `slots` for the session, or none when they would take `tenant` past `quota` (0: no quota)."""
@@ -61,6 +72,7 @@ class QuotaBook:
 
     def drop(self, holder: object) -> int:
         """Give back everything `holder` held (its worker is gone); how many slots that was."""
+        self._sessions.pop(holder, None)
         ids = [sid for h, sid in self._held if h is holder]
         slots = sum(self._held[(holder, sid)].slots for sid in ids)
         for sid in ids:
@@ -74,8 +86,14 @@ class QuotaBook:
 class Quotas(Protocol):
     async def take(self, session_id: str, tenant: str, slots: int, quota: int) -> bool: ...
 
-    def give_back(self, session_id: str) -> asyncio.Future[bool] | None:
+    def give_back(self, session_id: str) -> asyncio.Future[dict[str, object]] | None:
         """Gives the session's slots back; a future when that is not done yet (done: others see them free)."""
+
+    def report(self, sessions: int) -> None:
+        """This process's count of its sessions changed (sent in order, not waited for)."""
+
+    async def service_sessions(self, sessions: int) -> int:
+        """Reports this process's count and returns the whole service's."""
 
 
 class LocalQuotas:
@@ -90,6 +108,12 @@ class LocalQuotas:
     def give_back(self, session_id: str) -> None:
         self.book.give_back(self, session_id)
 
+    def report(self, sessions: int) -> None:
+        pass
+
+    async def service_sessions(self, sessions: int) -> int:
+        return sessions
+
 
 class QuotaLedgerUnreachable(ConnectionError):
     pass
@@ -102,8 +126,9 @@ class SharedQuotas:
         self._socket = socket
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
-        self._answers: deque[asyncio.Future[bool]] = deque()  # one per line sent, in order
+        self._answers: deque[asyncio.Future[dict[str, object]]] = deque()  # one per line sent, in order
         self._connecting = asyncio.Lock()
+        self._reports: set[asyncio.Future[int]] = set()  # reports waiting for the connection
 
     async def _connect(self) -> asyncio.StreamWriter:
         async with self._connecting:
@@ -116,7 +141,9 @@ class SharedQuotas:
         error: Exception = ConnectionError("the quota ledger closed the connection")
         try:
             while line := await reader.readline():
-                answer = bool(json.loads(line)["ok"])
+                answer = json.loads(line)
+                if not isinstance(answer, dict) or "ok" not in answer:
+                    raise ValueError(f"not an answer: {line!r}")
                 future = self._answers.popleft()
                 if not future.done():  # a cancelled take's answer is dropped (its caller gives it back)
                     future.set_result(answer)
@@ -131,8 +158,8 @@ class SharedQuotas:
                 if not future.done():
                     future.set_exception(QuotaLedgerUnreachable(f"{type(error).__name__}: {error}"))
 
-    def _ask(self, writer: asyncio.StreamWriter, msg: dict[str, object]) -> asyncio.Future[bool]:
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    def _ask(self, writer: asyncio.StreamWriter, msg: dict[str, object]) -> asyncio.Future[dict[str, object]]:
+        future: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         self._answers.append(future)
         writer.write(_line(msg))
         return future
@@ -144,15 +171,38 @@ class SharedQuotas:
             writer = await self._connect()
         except OSError as exc:
             raise QuotaLedgerUnreachable(f"{type(exc).__name__}: {exc}") from exc
-        return await self._ask(writer, {"take": session_id, "tenant": tenant, "slots": slots, "quota": quota})
+        answer = await self._ask(writer, {"take": session_id, "tenant": tenant, "slots": slots, "quota": quota})
+        return bool(answer["ok"])
 
-    def give_back(self, session_id: str) -> asyncio.Future[bool] | None:
+    def give_back(self, session_id: str) -> asyncio.Future[dict[str, object]] | None:
         """Sent at once, in order with any take; None when there is no connection (its loss gave it back)."""
         if self._writer is None or self._writer.is_closing():
             return None
         future = self._ask(self._writer, {"give": session_id})
         future.add_done_callback(_retrieve)
         return future
+
+    def report(self, sessions: int) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._ask(self._writer, {"held": sessions}).add_done_callback(_retrieve)
+        else:  # not connected yet (no tenant's session took a slot): connect first, the lock keeps the order
+            task = asyncio.ensure_future(self.service_sessions(sessions))
+            self._reports.add(task)
+            task.add_done_callback(self._report_done)
+
+    def _report_done(self, task: asyncio.Future[int]) -> None:
+        self._reports.discard(task)
+        if not task.cancelled():
+            task.exception()  # an unreachable parent: this worker is being stopped
+
+    async def service_sessions(self, sessions: int) -> int:
+        try:
+            writer = await self._connect()
+        except OSError as exc:
+            raise QuotaLedgerUnreachable(f"{type(exc).__name__}: {exc}") from exc
+        answer = await self._ask(writer, {"held": sessions})
+        total = answer.get("total")
+        return total if isinstance(total, int) else sessions
 
     async def close(self) -> None:
         writer, reading = self._writer, self._reading
@@ -163,7 +213,7 @@ class SharedQuotas:
             await asyncio.gather(reading, return_exceptions=True)
 
 
-def _retrieve(future: asyncio.Future[bool]) -> None:
+def _retrieve(future: asyncio.Future[dict[str, object]]) -> None:
     """A give's failure is no news (a lost connection gave everything back): no 'never retrieved' warning."""
     if not future.cancelled():
         future.exception()
@@ -200,6 +250,8 @@ class QuotaServer:
                     )
                     writer.write(_line({"ok": ok}))
                     await writer.drain()
+                elif "held" in msg:
+                    writer.write(_line({"ok": True, "total": self.book.report(holder, int(msg["held"]))}))
                 else:
                     self.book.give_back(holder, str(msg["give"]))
                     writer.write(_line({"ok": True}))

@@ -87,15 +87,46 @@ def test_two_workers_share_the_port_and_its_sessions(server: ServerProcess) -> N
         for _ in range(8):  # batches of sessions, each on a fresh connection: the kernel picks the worker
             held = list(pool.map(lambda _: hold_stream(fresh_connection(server.target)), range(MAX_SESSIONS)))
             owners = [owner(h.started.started.resume_token) for h in held]
-            for worker in found:  # the worker a token names is the one that holds its session
+            for worker in found:  # every worker answers for the whole server, wherever the sessions are
                 capabilities = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5)
-                assert capabilities.active_sessions == owners.count(worker.index)
+                assert capabilities.active_sessions == MAX_SESSIONS
+                assert capabilities.capacity.service_sessions == MAX_SESSIONS
             for h in held:
                 assert h.release()[-1].ended.reason == pb.SESSION_END_REASON_CLIENT_END
             seen.update(owners)
             if seen == {0, 1}:
                 break
     assert seen == {0, 1}, "both workers served sessions on the one port"
+
+
+def test_capacity_is_one_truth_across_workers(server: ServerProcess) -> None:
+    """Each worker compares the whole service's sessions with the sidecar's slots (which count every
+    worker's): with sessions on both workers, no false leak, and every worker reports the same counts."""
+    log_start = server.log_path.stat().st_size
+    for _ in range(10):  # until the kernel has put sessions on both workers
+        held = [hold_stream(fresh_connection(server.target)) for _ in range(MAX_SESSIONS)]
+        if len({owner(h.started.started.resume_token) for h in held}) == 2:
+            break
+        for h in held:
+            h.release()
+    else:
+        pytest.fail("the kernel never spread the sessions over both workers")
+    try:
+        time.sleep(3 * 2.0)  # three sidecar health intervals: an audit at each, on each worker
+        for worker in workers(server):
+            capacity = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).capacity
+            counts = (capacity.service_sessions, capacity.sidecar_slots, capacity.engine_sessions)
+            assert counts == (MAX_SESSIONS,) * 3 and capacity.mismatches == 0, (worker.index, counts)
+    finally:
+        for h in held:
+            h.release()
+    time.sleep(3 * 2.0)
+    for worker in workers(server):
+        capacity = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).capacity
+        assert (capacity.service_sessions, capacity.sidecar_slots, capacity.mismatches) == (0, 0, 0)
+    with server.log_path.open() as log:
+        log.seek(log_start)
+        assert "capacity_mismatch" not in log.read()
 
 
 def test_admission_is_exact_across_workers(server: ServerProcess) -> None:

@@ -131,3 +131,20 @@ async def test_takes_in_flight_when_the_ledger_goes_are_said(ledger: QuotaServer
     for outcome in await asyncio.gather(*takes, return_exceptions=True):
         assert outcome is True or isinstance(outcome, QuotaLedgerUnreachable), outcome
     await w0.close()
+
+
+async def test_the_service_count_is_every_workers_sessions(ledger: QuotaServer) -> None:
+    """One truth about capacity across workers: each reports its own count, and gets the service's."""
+    assert await LocalQuotas().service_sessions(3) == 3  # one process: its own
+    w0, w1 = SharedQuotas(ledger.socket), SharedQuotas(ledger.socket)
+    assert await w0.service_sessions(2) == 2
+    assert await w1.service_sessions(3) == 5
+    w0.report(1)  # a session of w0's ended: sent at once, in order on w0's connection
+    assert await w0.service_sessions(1) == 4
+    await w0.close()  # a dead worker's sessions are gone with it
+    for _ in range(200):
+        if await w1.service_sessions(3) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert await w1.service_sessions(3) == 3
+    await w1.close()
