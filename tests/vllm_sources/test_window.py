@@ -7,6 +7,7 @@ cases show that the checks can fail, and the plugin case is the one that stopped
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -71,3 +72,25 @@ def test_a_plugin_that_reaches_the_v1_runner_is_caught_on_0_34(tmp_path: Path) -
     for name, broken in (("0.32", False), ("0.33", False), ("0.34", True)):
         src = vllm_sources.Sources(vllm_sources.fetch(vllm_sources.VERSIONS[name]))
         assert (vllm_sources.check_import(src, uses[0]) is not None) is broken, name
+
+
+def test_model_runner_v2_re_adds_a_resumed_streaming_request_as_the_scheduler_trimmed_it(
+    release: tuple[str, vllm_sources.Sources],
+) -> None:
+    """Re-anchoring moves a session's positions by trimming the scheduler's copy: each chunk re-sends the
+    session to the worker as a new request. Runner V2 (0.34's only runner) must then drop its old state and
+    take the scheduler's token ids, computed count and block ids, overwriting its block table."""
+    _, src = release
+    found = src.definition("vllm.v1.worker.gpu.model_runner", "GPUModelRunner")
+    assert found is not None
+    module, runner = found
+    method = src.method(module, runner, "add_requests")  # type: ignore[arg-type]
+    assert method is not None
+    code = ast.unparse(method)
+    for needed in (
+        "self._remove_request(req_id)",
+        "all_token_ids=new_req_data.prefill_token_ids",
+        "num_computed_tokens=new_req_data.num_computed_tokens",
+        "append_block_ids(req_index, new_req_data.block_ids, overwrite=True)",
+    ):
+        assert needed in code, needed

@@ -134,6 +134,7 @@ WORKER = _rows(
     vllm.v1.worker.cpu_worker:CPUWorker.model_runner
     {_attrs("vllm.v1.worker.gpu.model_runner:GPUModelRunner", RUNNER_READS)}
     vllm.config.compilation:CompilationConfig.static_forward_context
+    {_attrs("vllm.v1.core.sched.output:NewRequestData", "prefill_token_ids num_computed_tokens block_ids")}
     vllm.v1.kv_cache_interface:KVCacheConfig.num_blocks
     vllm.v1.kv_cache_interface:KVCacheConfig.kv_cache_groups
     vllm.v1.kv_cache_interface:KVCacheGroupSpec.layer_names
