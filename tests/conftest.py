@@ -79,6 +79,13 @@ EXTENDED_LANE: dict[str, str] = {
     "[system]": "the system allocator's variant (17 s); the default's stays",
     "tests/engine/test_reanchor_tripwire.py::test_a_refusal_says_what_it_refused_to_run_on": "the runtime named in "
     "a refusal (21 s); test_prefix_caching_falls_back_to_rollover_with_the_reason checks the refusal",
+    "tests/engine/test_reanchor.py::test_a_missing_private_vllm_attribute_falls_back_to_rollover_with_the_reason": (
+        "an engine started with a planted missing symbol (25 s); the symbol check itself is "
+        "test_every_private_vllm_symbol_the_extension_relies_on_exists_in_the_installed_vllm, and "
+        "test_prefix_caching_falls_back_to_rollover_with_the_reason checks the fallback"
+    ),
+    "tests/engine/test_reanchor.py::test_a_margin_that_leaves_no_room_falls_back_with_the_numbers": "a worker-side "
+    "refusal with its numbers (18 s); test_prefix_caching_falls_back_to_rollover_with_the_reason checks the fallback",
 }
 
 

@@ -59,3 +59,18 @@ def test_symbol_rows_parse_and_name_their_releases() -> None:
     v1_only = [s for s in SYMBOLS if s.releases == ("0.32", "0.33")]
     assert v1_only and all("gpu_model_runner" in s.module or "cpu_model_runner" in s.module for s in v1_only)
     assert len(for_release("0.34")) == len(SYMBOLS) - len(v1_only)
+
+
+def test_no_reanchor_depends_on_nothing_of_re_anchoring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-reanchor: no symbol check, no extension loaded into vLLM, on any release, listed or not."""
+    from engine_sidecar.engines.voxtral import engine
+    from engine_sidecar.engines.voxtral.options import VoxtralOptions
+    from engine_sidecar.engines.voxtral.probes import Probes
+
+    def fail(*_: object) -> list[str]:
+        raise AssertionError("re-anchoring's checks ran")
+
+    monkeypatch.setattr(engine, "config_problems", fail)
+    off = VoxtralOptions(reanchor=False)
+    for release in (RELEASES["0.32"], RELEASES["0.34"], None):
+        assert engine.extension_choice(off, release, Probes()) == (["turned off (--no-reanchor)"], False)
