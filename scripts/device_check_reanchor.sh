@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared device check (≤ 5 minutes): re-anchoring on a CUDA GPU with the tiny checkpoint.
-# Needs the CUDA build of vLLM 0.32.0 (`pip install -e ".[gpu,dev]"`; the GPU machine cannot download:
+# Needs the CUDA build of a vLLM of the window, 0.32-0.34 (`pip install -e ".[gpu,dev]"`; the GPU machine cannot download:
 # bring a venv or a wheel cache). Runs the GPU parity test and its negative control, then prints which
 # attention backend and KV layout the probe found (from the sidecar's reanchor_armed log line).
 #   scripts/device_check_reanchor.sh [PYTHON]

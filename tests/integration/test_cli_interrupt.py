@@ -85,6 +85,7 @@ def test_a_second_ctrl_c_aborts_at_once(one_slot_server: ServerProcess, tmp_path
     started = time.monotonic()
     _, err = cli.communicate(timeout=30)
     assert cli.returncode == 130 and err.rstrip().endswith("interrupted"), err
+    assert "stopping: the server finishes what was sent (Ctrl-C to abort)" in err
     assert time.monotonic() - started < 5
 
 

@@ -25,9 +25,20 @@ def test_each_release_of_the_window_starts_and_another_is_refused_by_name() -> N
         with pytest.raises(VersionMismatch) as refused:
             check_window(version, allow_unlisted=False)
         said = str(refused.value)
-        assert f"vLLM {version} is outside" in said and ">=0.32,<0.35" in said
+        assert f"vLLM {version} is outside" in said and "install 'vllm>=0.32,<0.35'" in said
         assert "allow_unlisted_vllm=true" in said
         assert check_window(version, allow_unlisted=True) is None  # the brave: started, re-anchoring off
+
+
+def test_the_gpu_extra_installs_the_window() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from engine_sidecar.engines.voxtral.vllm_window.versions import WINDOW
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert WINDOW == ">=0.32,<0.35"
+    assert f"vllm{WINDOW}" in project["project"]["optional-dependencies"]["gpu"]
 
 
 def test_only_0_34_runs_model_runner_v2_on_a_gpu_by_default() -> None:

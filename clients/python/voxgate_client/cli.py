@@ -53,6 +53,10 @@ def _positive(kind: type[int] | type[float]) -> Any:
 
 def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the transcribe command's arguments to `parser`."""
+    parser.epilog = (
+        "Ctrl-C stops the audio: the server finalizes what was sent and ends the session; its "
+        "finals are printed and the exit status is 130. A second Ctrl-C aborts at once."
+    )
     parser.add_argument("file", metavar="FILE|-", help="WAV or raw audio file; '-' for stdin")
     parser.add_argument(
         "--server", default=DEFAULT_SERVER, metavar="HOST:PORT", help="default: %(default)s"
@@ -300,7 +304,9 @@ def run_transcribe(args: argparse.Namespace) -> int:
         except UsageError as e:
             print(f"{prog}: error: {e}", file=sys.stderr)
             return 2
-        interrupt = stack.enter_context(Interrupt())
+        interrupt = stack.enter_context(
+            Interrupt(f"{prog}: stopping: the server finishes what was sent (Ctrl-C to abort)")
+        )
         try:
             _stream(args, source, printer, connection, interrupt)
         except grpc.RpcError as e:

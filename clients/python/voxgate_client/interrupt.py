@@ -8,6 +8,7 @@ A second Ctrl-C raises KeyboardInterrupt as usual: the stream is cancelled.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from types import FrameType, TracebackType
@@ -17,8 +18,9 @@ T = TypeVar("T")
 
 
 class Interrupt:
-    def __init__(self) -> None:
+    def __init__(self, notice: str = "") -> None:
         self.requested = threading.Event()
+        self._notice = notice  # said on stderr at the first Ctrl-C
         self._previous: Any = None
         self._installed = False
 
@@ -33,6 +35,8 @@ class Interrupt:
         if self.requested.is_set():
             raise KeyboardInterrupt
         self.requested.set()
+        if self._notice:
+            print(self._notice, file=sys.stderr, flush=True)
 
     def __enter__(self) -> Interrupt:
         if threading.current_thread() is threading.main_thread():  # signal handlers live there only

@@ -70,7 +70,7 @@ class VoxtralOptions:
                 raise ValueError(f"unknown voxtral option {key!r}; known: {', '.join(sorted(names))}")
             if name in kwargs:
                 raise ValueError(f"voxtral option {name!r} given twice (once as {key!r})")
-            kwargs[name] = value
+            kwargs[name] = _typed(name, str(names[name].type), value)
         opts = cls(**kwargs)
         opts.validate()
         return opts
@@ -159,3 +159,35 @@ class VoxtralOptions:
         # Always: its capacity query needs no vLLM internals (re-anchoring arms only when asked).
         kwargs["worker_extension_cls"] = "engine_sidecar.engines.voxtral.reanchor.worker.ReanchorWorkerExtension"
         return kwargs
+
+
+TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _typed(name: str, annotation: str, value: Any) -> Any:
+    """An option's value as its field's type: "False" from a command line must not count as true."""
+    optional = annotation.endswith("| None")
+    kind = annotation.removesuffix("| None").strip()
+    if value is None and optional:
+        return None
+    text = value.strip().lower() if isinstance(value, str) else None
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if text in TRUE or text in FALSE:
+            return text in TRUE
+        raise ValueError(f"voxtral option {name} wants true or false, got {value!r}")
+    if kind in ("int", "float") and not isinstance(value, bool):
+        try:
+            number = float(value) if kind == "float" else int(value)
+        except (TypeError, ValueError):
+            pass
+        else:
+            if kind == "float" or not isinstance(value, float) or value.is_integer():
+                return number
+        raise ValueError(f"voxtral option {name} wants a{'n integer' if kind == 'int' else ' number'}, got {value!r}")
+    if kind == "str" and isinstance(value, str):
+        return value
+    if kind in ("int", "float", "str"):
+        raise ValueError(f"voxtral option {name} wants {kind}, got {value!r}")
+    return value

