@@ -40,17 +40,18 @@ def long_call(tmp: Path) -> Path:
     return path
 
 
+def paced_run(server: ServerProcess, tmp: Path) -> tuple[subprocess.Popen[str], str]:
+    """`voxgate transcribe` on the long call, paced, once it printed its first final (~4 s in)."""
+    command = [*CLI, "--server", server.target, str(long_call(tmp))]
+    cli = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert cli.stdout is not None
+    return cli, cli.stdout.readline()
+
+
 def test_ctrl_c_ends_the_session_on_the_server_and_prints_the_finals(
     one_slot_server: ServerProcess, tmp_path: Path
 ) -> None:
-    cli = subprocess.Popen(
-        [*CLI, "--server", one_slot_server.target, str(long_call(tmp_path))],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert cli.stdout is not None
-    first_final = cli.stdout.readline()  # the first utterance's final, ~4 s in
+    cli, first_final = paced_run(one_slot_server, tmp_path)
     assert first_final.startswith("[0.")
     stub = one_slot_server.stub()
     assert stub.GetCapabilities(pb.GetCapabilitiesRequest()).active_sessions == 1
@@ -72,14 +73,7 @@ def test_ctrl_c_ends_the_session_on_the_server_and_prints_the_finals(
 
 
 def test_a_second_ctrl_c_aborts_at_once(one_slot_server: ServerProcess, tmp_path: Path) -> None:
-    cli = subprocess.Popen(
-        [*CLI, "--server", one_slot_server.target, str(long_call(tmp_path))],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert cli.stdout is not None
-    cli.stdout.readline()
+    cli, _ = paced_run(one_slot_server, tmp_path)
     cli.send_signal(signal.SIGINT)
     cli.send_signal(signal.SIGINT)
     started = time.monotonic()

@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterable, Iterator
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -44,12 +44,7 @@ class Interrupt:
             self._installed = True
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False
