@@ -219,6 +219,47 @@ def test_the_direct_driver_makes_vllms_steps_and_requests(h: Harness) -> None:
     assert step_driver.wire(derived) != step_driver.wire(shorter)
 
 
+def test_the_direct_driver_gives_vllms_outputs_and_finish(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine_sidecar.engines.voxtral import driver_check, step_driver
+    from engine_sidecar.engines.voxtral.steps import RealtimeSteps
+
+    ctx = h.engine._ctx
+    assert ctx is not None and ctx.direct_tasks is not None
+
+    def check(timeout_s: float | None = None) -> list[str]:
+        return h.run(
+            driver_check.output_differences(
+                ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, ctx.direct_tasks, timeout_s=timeout_s
+            )
+        )
+
+    ours = h.run(driver_check.run_once(
+        ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, ctx.direct_tasks, driver_check.check_audio(), 60
+    ))  # fmt: skip
+    assert ours.finished and len(ours.token_ids) > 5 and len(set(ours.token_ids)) > 2
+    assert check() == []
+    # Drift in what comes back is seen: an end of audio that loses the right padding's last words ...
+    monkeypatch.setattr(RealtimeSteps, "end_audio", lambda self: setattr(self, "_audio_ended", True))
+    cut = check()
+    assert cut[0].endswith(f" tokens by the direct driver, {len(ours.token_ids)} by vLLM's path"), cut
+    monkeypatch.undo()
+    # ... and an end of input that no longer finishes the request (its abort leaves nothing behind).
+    monkeypatch.setattr(step_driver.DirectRequest, "finish", lambda self: asyncio.sleep(0))
+    assert check(timeout_s=3) == ["the direct driver did not finish within 3 s of the end of its audio"]
+    monkeypatch.undo()
+    assert h.engine.counters()["engine_unfinished"] == 0
+    # The same check chooses the driver at start-up: a release whose path drifted gets vLLM's own.
+    from engine_sidecar.engines.voxtral.vllm_window.versions import RELEASES
+
+    release = RELEASES["0.32"]
+    assert (
+        h.run(step_driver.choose(ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, "direct", release)) == "direct"
+    )
+    monkeypatch.setattr(step_driver.DirectRequest, "finish", lambda self: asyncio.sleep(0))
+    monkeypatch.setattr(driver_check, "CHECK_TIMEOUT_S", 3.0)
+    assert h.run(step_driver.choose(ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, "direct", release)) == "vllm"
+
+
 def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:
     import numpy as np
 

@@ -44,7 +44,6 @@ from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, Reancho
 from engine_sidecar.engines.voxtral.rollover import BudgetRollover, NoRollover
 from engine_sidecar.engines.voxtral.session import EngineContext, VoxtralSession
 from engine_sidecar.engines.voxtral.stats import SchedulerSnapshot, scheduler_stats_only, stat_logger_factory
-from engine_sidecar.engines.voxtral.stream import request_params
 from engine_sidecar.engines.voxtral.timing import geometry_from_tokenizer
 from engine_sidecar.engines.voxtral.vllm_window.versions import Release
 
@@ -167,9 +166,7 @@ class VoxtralEngine:
             steps.prompt_tokens(llm.model_config),
             self.probes.detokenizer,
         )
-        driver = await step_driver.choose(
-            llm, model_cls, render, request_params(model_cls, None, None, pieces), self.probes.step_driver, release
-        )
+        driver = await step_driver.choose(llm, model_cls, render, pieces, self.probes.step_driver, release)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
         runtime = self._reanchor.runtime
