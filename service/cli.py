@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "serve":  # service/early_stop.py: only a server takes an early SIGTERM as a stop
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if args.command == "status":
         return run_status(args)
     if args.command == "transcribe":

@@ -12,11 +12,7 @@ import os
 import signal
 import sys
 
-import structlog
-
-from .config import Config
-from .logs import configure_logging
-from .peers import WorkerRole
+from .early_stop import take_sigterm_as_stop
 
 PR_SET_PDEATHSIG = 1
 
@@ -30,6 +26,13 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    take_sigterm_as_stop()  # the parent may stop us while we import (service/early_stop.py)
+    import structlog
+
+    from .config import Config
+    from .logs import configure_logging
+    from .peers import WorkerRole
+
     parser = argparse.ArgumentParser(prog="voxgate-worker")
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--count", type=int, required=True)

@@ -253,11 +253,11 @@ def test_the_direct_driver_gives_vllms_outputs_and_finish(h: Harness, monkeypatc
 
     release = RELEASES["0.32"]
     assert (
-        h.run(step_driver.choose(ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, "direct", release)) == "direct"
+        h.run(driver_check.choose(ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, "direct", release)) == "direct"
     )
     monkeypatch.setattr(step_driver.DirectRequest, "finish", lambda self: asyncio.sleep(0))
     monkeypatch.setattr(driver_check, "CHECK_TIMEOUT_S", 3.0)
-    assert h.run(step_driver.choose(ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, "direct", release)) == "vllm"
+    assert h.run(driver_check.choose(ctx.llm, ctx.model_cls, ctx.render, ctx.token_pieces, "direct", release)) == "vllm"
 
 
 def test_the_direct_steps_equal_vllms_for_any_chunking(h: Harness) -> None:

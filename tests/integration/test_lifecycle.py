@@ -222,6 +222,47 @@ def test_sigterm_exits_within_the_grace_while_the_engine_is_down(tmp_path: Path)
     assert any(r.HasField("result") and r.result.is_final for r in live.got), "words heard before the crash stay"
 
 
+@pytest.mark.parametrize("command", [["-m", "service"], ["voxgate"]])
+def test_sigterm_at_any_moment_of_start_up_is_a_clean_stop(command: list[str], tmp_path: Path) -> None:
+    """While the CLI imports (before the server's own handler), at start, and once serving: exit 0, no traceback.
+    Both ways in: `python -m service` and the `voxgate` console script's entry point."""
+    import time
+
+    for delay_s in (0.05, 0.25, 0.5, 0.9, 1.6):
+        err = tmp_path / f"stderr-{delay_s}.txt"
+        program = (
+            [str(Path(sys.executable).parent / "voxgate")] if command == ["voxgate"] else [sys.executable, *command]
+        )
+        args = [*program, "serve", "--engine", "fake", "--port", "0", "--workers", "2"]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err.open("w"), cwd=tmp_path)
+        time.sleep(delay_s)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        assert code == 0, f"SIGTERM {delay_s} s after start: exit {code}\n{err.read_text()[-2000:]}"
+        assert "Traceback" not in err.read_text(), err.read_text()[-2000:]
+
+
+def test_other_commands_keep_the_default_sigterm(tmp_path: Path) -> None:
+    """Only `serve` takes an early SIGTERM as a clean stop: a client killed by it still says so."""
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "transcribe", "--server", "127.0.0.1:9", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.5)  # past the imports, reading stdin
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert proc.stdin is not None
+    proc.stdin.close()
+
+
 def test_transcribe_cli_reports_errors_clearly(fake_server: ServerProcess, tmp_path: Path) -> None:
     raw = tmp_path / "audio.raw"
     raw.write_bytes(b"\0" * 3200)

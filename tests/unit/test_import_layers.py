@@ -3,7 +3,7 @@
 Read from the sources (every import statement, those inside functions and under TYPE_CHECKING included), so a
 lazy import cannot hide a cycle. The layers, top to bottom:
 
-- the `voxgate` command (service/cli.py), which delegates to both processes;
+- the `voxgate` command (service/entry.py, service/cli.py), which delegates to both processes;
 - the service (service/) and the sidecar's process layer (engine_sidecar/process/: serving the engine API,
   hosting an engine core and its front ends);
 - the sidecar's engine registry (engine_sidecar/engines/__init__.py);
@@ -146,7 +146,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def layer(name: str) -> int:
     """Higher may import lower or equal, never the reverse."""
-    if name in ("service.cli", "service.__main__"):
+    if name in ("service.cli", "service.entry", "service.__main__"):
         return 5
     if name.startswith(("service", "engine_sidecar.process", "engine_sidecar.__main__")):
         return 4

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from engine_sidecar.engines.voxtral import step_driver
+from engine_sidecar.engines.voxtral import driver_check
 from engine_sidecar.engines.voxtral.vllm_window.symbols import SYMBOLS, Symbol, for_release
 from engine_sidecar.engines.voxtral.vllm_window.versions import (
     RELEASES,
@@ -50,7 +50,7 @@ def test_the_direct_step_driver_runs_only_on_the_release_it_copies() -> None:
     async def driver(release_key: str | None) -> str:
         release = RELEASES[release_key] if release_key else None
         # No vLLM needed: a release whose request path it does not copy never reaches the comparison.
-        return await step_driver.choose(None, None, None, None, "direct", release)
+        return await driver_check.choose(None, None, None, None, "direct", release)
 
     assert asyncio.run(driver("0.33")) == asyncio.run(driver("0.34")) == asyncio.run(driver(None)) == "vllm"
     assert RELEASES["0.32"].direct_steps

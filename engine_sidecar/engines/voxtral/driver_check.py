@@ -1,4 +1,5 @@
-"""Does the direct step driver behave as vLLM's own path? One short stream through each, compared.
+"""Which step driver runs: the direct one only where it behaves as vLLM's own path. One short stream
+through each, compared.
 
 step_driver.differences() compares what the two paths send to the engine core, byte for byte. That misses
 drift in what comes back: how the front end's output collector merges outputs, what it sends after the
@@ -15,11 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import structlog
 
 from engine_api.audio import SAMPLE_RATE_HZ
+from engine_sidecar.engines.voxtral import step_driver, steps
 from engine_sidecar.engines.voxtral.chunk_render import Render
-from engine_sidecar.engines.voxtral.stream import RequestStream
+from engine_sidecar.engines.voxtral.stream import RequestStream, request_params
 from engine_sidecar.engines.voxtral.token_text import TokenPieces
+from engine_sidecar.engines.voxtral.vllm_window.versions import Release
+
+log = structlog.get_logger("voxtral")
 
 CHECK_AUDIO_S = 0.8
 CHECK_TIMEOUT_S = 60.0  # a request that has not finished by then never will: a dead engine or a lost end
@@ -103,3 +109,29 @@ def compare(ours: Run, theirs: Run, timeout_s: float) -> list[str]:
     if "".join(ours.texts) != "".join(theirs.texts):
         found.append("the text differs")
     return found
+
+
+async def choose(llm: Any, model_cls: Any, render: Any, pieces: Any, mode: str, release: Release | None) -> str:
+    """The step driver in effect: "direct" only on a release whose request path it copies (versions.py),
+    where its steps and requests are vLLM's byte for byte, and where a short stream through each path gives
+    the same outputs and finish (output_differences)."""
+    if mode == "vllm":
+        return "vllm"
+    if release is None or not release.direct_steps:
+        name = release.name if release else "an unlisted release"
+        log.info("step_driver_fallback", wanted=mode, used="vllm", problems=[f"vLLM {name}: its own path"])
+        return "vllm"
+    try:
+        params = request_params(model_cls, None, None, pieces)
+        problems = await steps.differences(model_cls, llm.model_config) + await step_driver.differences(
+            llm, render, params
+        )
+        if not problems:
+            tasks = await llm.get_supported_tasks()
+            problems = await output_differences(llm, model_cls, render, pieces, tasks)
+    except Exception as exc:  # a vLLM whose internals moved: its own path still works
+        problems = [f"{type(exc).__name__}: {exc}"]
+    if problems:
+        log.warning("step_driver_fallback", wanted=mode, used="vllm", problems=problems[:4])
+        return "vllm"
+    return "direct"

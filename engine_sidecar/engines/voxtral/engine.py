@@ -24,7 +24,7 @@ from engine_api.audio import SAMPLE_RATE_HZ
 from engine_api.info import EngineInfo
 from engine_api.status import EngineStatus, SessionStat
 from engine_sidecar.engines.engine import EngineCounters
-from engine_sidecar.engines.voxtral import chunk_render, step_driver, steps, token_text
+from engine_sidecar.engines.voxtral import chunk_render, driver_check, steps, token_text
 from engine_sidecar.engines.voxtral.admission import kv_sessions, lag_refusal
 from engine_sidecar.engines.voxtral.allocator import child_library, for_children
 from engine_sidecar.engines.voxtral.allocator import describe as describe_allocator
@@ -166,7 +166,7 @@ class VoxtralEngine:
             steps.prompt_tokens(llm.model_config),
             self.probes.detokenizer,
         )
-        driver = await step_driver.choose(llm, model_cls, render, pieces, self.probes.step_driver, release)
+        driver = await driver_check.choose(llm, model_cls, render, pieces, self.probes.step_driver, release)
         cap = geometry.max_request_samples(self.options.max_model_len, self.options.rollover_margin_tokens)
         window = int(self.options.rollover_silence_window_s * SAMPLE_RATE_HZ)
         runtime = self._reanchor.runtime

@@ -10,8 +10,8 @@ with `process_inputs` exactly as vLLM does, then builds each later one from it w
 replaced, and hands it to the same two calls vLLM's own path ends in (`OutputProcessor.add_request`
 through `AsyncLLM._add_request`, then the engine core's `add_request_async`): same request id, same
 outputs, same abort. At start-up `differences()` builds one step both ways and compares what would go to
-the engine core byte for byte, and driver_check.py streams the same audio through both paths and compares
-what comes back; a vLLM where either differs gets its own path back (`step_driver_fallback`).
+the engine core byte for byte, and driver_check.py streams the same audio through both paths, compares
+what comes back, and chooses: a vLLM where either differs gets its own path back (`step_driver_fallback`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 import structlog
 
 from engine_sidecar.engines.voxtral.chunk_render import DirectRender, Render
-from engine_sidecar.engines.voxtral.vllm_window.versions import Release
 
 log = structlog.get_logger("voxtral")
 
@@ -182,30 +181,3 @@ async def differences(llm: Any, render: Any, params: Any) -> list[str]:
     if wire(ours) != wire(theirs):
         return ["a derived step request differs from vLLM's"]
     return []
-
-
-async def choose(llm: Any, model_cls: Any, render: Any, pieces: Any, mode: str, release: Release | None) -> str:
-    """The step driver in effect: "direct" only on a release whose request path it copies (versions.py),
-    where its steps and requests are vLLM's byte for byte, and where a short stream through each path gives
-    the same outputs and finish (driver_check.py)."""
-    from engine_sidecar.engines.voxtral import driver_check, steps
-    from engine_sidecar.engines.voxtral.stream import request_params
-
-    if mode == "vllm":
-        return "vllm"
-    if release is None or not release.direct_steps:
-        name = release.name if release else "an unlisted release"
-        log.info("step_driver_fallback", wanted=mode, used="vllm", problems=[f"vLLM {name}: its own path"])
-        return "vllm"
-    try:
-        params = request_params(model_cls, None, None, pieces)
-        problems = await steps.differences(model_cls, llm.model_config) + await differences(llm, render, params)
-        if not problems:
-            tasks = await llm.get_supported_tasks()
-            problems = await driver_check.output_differences(llm, model_cls, render, pieces, tasks)
-    except Exception as exc:  # a vLLM whose internals moved: its own path still works
-        problems = [f"{type(exc).__name__}: {exc}"]
-    if problems:
-        log.warning("step_driver_fallback", wanted=mode, used="vllm", problems=problems[:4])
-        return "vllm"
-    return "direct"
