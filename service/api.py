@@ -21,7 +21,7 @@ from .capacity import CapacityAudit, CapacityCounts
 from .clock import Clock
 from .config import Config
 from .engine_pool import EnginePool
-from .events import ClientInput, Ended, EndReason, SessionOutput
+from .events import ClientInput, Ended, SessionOutput
 from .peers import ResumeRelay
 from .security import Tenant, current_tenant
 from .session.channels import AnySession, new_session
@@ -335,8 +335,8 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
     async def drain(self, grace_s: float) -> None:
         """Refuse new sessions; live ones end with DRAINING and their finals; stragglers are closed."""
         self.draining = True
-        for session in self.sessions:
-            session.stop_input(EndReason.DRAINING)
+        for session in self.sessions:  # each at the end of its utterance in progress, within half the grace
+            session.drain(grace_s * DRAIN_AT_ENDPOINT_SHARE)
         # A worker also waits for the resumes it relays: their owner drains them at the same time.
         ends = [self._no_sessions.wait(), *([self._relay.idle()] if self._relay else [])]
         try:
@@ -353,6 +353,9 @@ async def _inputs(requests: AsyncIterator[pb.StreamingRecognizeRequest]) -> Asyn
             yield proto_edge.client_input(msg)
     except DecodeError as exc:  # gRPC could not decode a request; the stream ends there (request_stream)
         raise request_stream.malformed(exc) from exc
+
+
+DRAIN_AT_ENDPOINT_SHARE = 0.5  # of the drain grace, spent waiting for utterances to end; the rest for finals
 
 
 def capacity_refusal(asked: int, held: int, limit: int) -> str:

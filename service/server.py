@@ -161,9 +161,17 @@ class Server:
         self._ready = False
         await self._health.set(SPEECH_SERVICE, NOT_SERVING)
         log.info("draining", sessions=len(self._speech.sessions), grace_s=c.drain_grace_s)
+        stopping = None
+        if self._worker and self._grpc is not None:
+            # One of several workers on the port: stop listening now (gRPC's stop closes the listeners and
+            # sends GOAWAY at once, and lets the calls in progress run on), so that the clients of the
+            # sessions it drains reconnect to a worker that admits them, not to this one again and again.
+            stopping = asyncio.ensure_future(self._grpc.stop(grace=c.drain_grace_s + 1.0))
         await self._speech.drain(c.drain_grace_s)
         await self._health.enter_graceful_shutdown()
-        if self._grpc is not None:
+        if stopping is not None:
+            await stopping
+        elif self._grpc is not None:
             await self._grpc.stop(grace=1.0)
         if self._quotas is not None:
             await self._quotas.close()

@@ -50,6 +50,10 @@ DIRECTORY_TIMEOUTS_S = {"tests/engine/": 900, "tests/gpu/": 900}
 # `make test` while its time allows (.ci/run). Each takes minutes for what it adds to the coverage `make test`
 # already has. What it is, and why it is here (times: pytest --durations, 2 cores, 2026-12-05).
 EXTENDED_LANE: dict[str, str] = {
+    "tests/integration/test_worker_loss.py::test_a_rolling_restart_of_every_worker_loses_no_final_and_repeats_none": (
+        "both workers restarted in turn under 8 real-time sphinx sessions (45 s); the worker SIGKILL test and "
+        "tests/session/test_ending.py's drains at the endpoint stay"
+    ),
     "tests/engine/test_reanchor_memory.py": "one 12-minute session re-anchoring at flat memory (70 s to 10 min); "
     "`make soak-memory` runs it longer, test_reanchor.py checks re-anchoring token for token",
     "tests/engine/test_reanchor_bf16.py": "bf16 re-anchoring within the spread of equivalent references "

@@ -46,6 +46,11 @@ class AudioPipeline:
         self.samples_in += len(samples)
         return self._frames(self._resampler.process(samples).tobytes())
 
+    @property
+    def in_speech(self) -> bool:
+        """The VAD is inside an utterance (its endpoint has not come yet)."""
+        return self._vad.in_speech
+
     def cut(self) -> list[PipelineOutput]:
         """Send what is buffered now (a Finalize or endpoint), even if short of a chunk."""
         return self._emit_chunk()

@@ -285,6 +285,10 @@ class ChannelSessions:
         for child in self._children:
             child.stop_input(reason)
 
+    def drain(self, within_s: float) -> None:
+        """Channels recognized apart reach their endpoints at different moments: they stop at once."""
+        self.stop_input(EndReason.DRAINING)
+
     async def abandon(self) -> None:
         self._attached = False
         for child in self._children:

@@ -63,6 +63,7 @@ class Session:
         self.phase = Phase.OPEN
         self.ending = Ending()
         self._attached = False
+        self._cut_short = False  # ended by close_now(), not by its engine's last results
         self._server = server
         self._clock = clock
         self._on_end = on_end
@@ -183,6 +184,24 @@ class Session:
         if not self._attached:
             self._spawn(self._end_input(reason))
 
+    def drain(self, within_s: float) -> None:
+        """Stop taking input at the end of the utterance in progress, or after `within_s` at the latest; then
+        the session ends with DRAINING and its finals. Its last final is then a natural one, not one cut short
+        mid-sentence, and SessionEnded.audio_duration is where a client that goes on in a new session
+        (voxgate's own, ResumePolicy.reconnect_on_drain) resends from: one unbroken transcript."""
+        if self.phase is not Phase.OPEN or not self._attached or not self._inbound.intake.in_speech:
+            self.stop_input(EndReason.DRAINING)
+            return
+        self.phase, self.ending = Phase.STOPPING, Ending(EndReason.DRAINING)
+        self._inbound.stop_at_endpoint()
+        self._spawn(self._stop_input_after(within_s))
+        log.info("session_draining_at_endpoint", within_s=within_s)
+
+    async def _stop_input_after(self, seconds: float) -> None:
+        await sleep(self._clock, seconds)
+        if self.phase is Phase.STOPPING:
+            self._inbound.stop()
+
     async def _end_input(self, reason: EndReason, error: errors.StreamError | None = None) -> None:
         """No more client audio: flush the engine; the session ends when its finals are out."""
         if not self.phase.taking_input:
@@ -222,6 +241,7 @@ class Session:
 
     async def close_now(self) -> None:
         """Last resort at shutdown: stop everything without waiting for finals."""
+        self._cut_short = True
         for task in list(self._tasks):
             task.cancel()
         await self._engine.cancel()
@@ -231,7 +251,10 @@ class Session:
         if self.ended:
             return
         self.phase = Phase.ENDED
-        self.log.append(Ended(self.ending.reason, self.ending.message, self._engine.written_ms))
+        # Cut short, its finals did not all come: it processed only the audio up to its last one (a client that
+        # goes on in a new session resends from there).
+        processed_ms = self._engine.finalized_ms if self._cut_short else self._engine.written_ms
+        self.log.append(Ended(self.ending.reason, self.ending.message, processed_ms))
         self.log.close()
         self._inbound.stop()
         self._timer_alarm.cancel()

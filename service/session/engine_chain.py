@@ -79,6 +79,7 @@ class EngineChain:
         self.restarts = 0
         self.freeze_recoveries = 0
         self.written_ms = 0  # session time up to which audio went to the engine
+        self.finalized_ms = 0  # session time up to which the engine's results are final (Flushed, Closed)
         self.write_lag_ms = 0  # how long the last chunk waited in the engine queue
         self._session_id = session_id
         self._language = language
@@ -212,6 +213,9 @@ class EngineChain:
                 self._replay.covered(out.end_ms)
             elif isinstance(out, Flushed):
                 self._replay.covered(out.audio_ms)
+                self.finalized_ms = max(self.finalized_ms, out.audio_ms)
+            elif isinstance(out, Closed):
+                self.finalized_ms = self.written_ms
             self._results.take(out)
             if isinstance(out, Closed):
                 return EngineDone()

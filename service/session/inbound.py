@@ -53,6 +53,7 @@ class Inbound:
         self._unqueued: deque[Chunk | SpeechBoundary | Flush | Close] = deque()  # see _forward
         self._forwarding = asyncio.Lock()
         self._stopped = False
+        self._at_endpoint = False  # stop once the utterance in progress has ended (a drain)
         self._reader: asyncio.Task[StreamEnd] | None = None
         self._awaiting_client = False
 
@@ -80,6 +81,12 @@ class Inbound:
         if self._reader is not None and self._awaiting_client:
             self._reader.cancel()
 
+    def stop_at_endpoint(self) -> None:
+        """Read client input until the utterance in progress ends (its endpoint is handed on), then stop."""
+        self._at_endpoint = True
+        if not self.intake.in_speech:
+            self.stop()
+
     async def _read(self, inputs: AsyncIterator[ClientInput]) -> StreamEnd:
         receive = inputs.__anext__  # per message: no anext() wrapper, no coroutine for plain audio
         while not self._stopped:
@@ -97,6 +104,8 @@ class Inbound:
                     await self._forward(outputs)
                 if at_cap:
                     return StreamEnd.MAX_DURATION
+                if self._at_endpoint and not self.intake.in_speech:
+                    return StreamEnd.STOPPED
             elif isinstance(msg, FinalizeIn) and not self.intake.skipping:  # else resent after a resume: applied then
                 await self._forward([*self.intake.cut(self._clock.monotonic()), self._next_flush()])
         return StreamEnd.STOPPED

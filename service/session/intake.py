@@ -60,6 +60,10 @@ class AudioIntake:
         self._skip = self.bytes_in - client_offset
 
     @property
+    def in_speech(self) -> bool:
+        return self._pipeline.in_speech
+
+    @property
     def skipping(self) -> bool:
         """A resumed client is still resending audio the session already has."""
         return self._skip > 0

@@ -179,3 +179,44 @@ def test_without_resume_nothing_is_kept_and_no_ack_is_waited_for() -> None:
         return sent
 
     assert asyncio.run(run()) == [k * ITEM for k in range(50)]
+
+
+# A session lost with its server process (a crashed worker): the new session redoes the audio from the end of
+# the last final result, so what was acknowledged after it is kept, apart from what a resume resends.
+
+
+def test_acknowledged_audio_after_the_last_final_is_kept_for_a_redo_not_resent_on_a_resume() -> None:
+    box = Outbox(outbox_items(6), CONFIG, pace=None, max_unacked=1 << 20)
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    take(sender, 7)  # config and all six items
+    box.finalized(150)  # a final result ends inside item 1
+    box.ack(400)
+    assert box.resume_offset() == 400  # a resume of the same session starts at the acknowledgement
+    resend = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    assert audio_offsets(list(resend)[1:]) == [400, 500]
+    # The session is gone: a new one starts at the final's end, the chunk across it cut there.
+    assert box.restart_at(box.finalized_offset()) == 150
+    redo = list(box.sender(FIRST, box.new_epoch(), threading.Event(), answered()))[1:]
+    assert [len(r.audio) for r in redo] == [50, 100, 100, 100, 100]
+    assert audio_offsets(redo[1:]) == [200, 300, 400, 500]
+
+
+def test_a_final_releases_what_was_kept_for_a_redo() -> None:
+    box = Outbox(outbox_items(4), CONFIG, pace=None, max_unacked=1 << 20)
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    take(sender, 5)
+    box.ack(400)
+    box.finalized(300)
+    assert box.restart_at(box.finalized_offset()) == 300  # only item 3 is left to redo
+    assert audio_offsets(list(box.sender(FIRST, box.new_epoch(), threading.Event(), answered()))[1:]) == [300]
+
+
+def test_what_is_kept_for_a_redo_is_bounded_by_max_unacked() -> None:
+    box = Outbox(outbox_items(8), CONFIG, pace=None, max_unacked=3 * ITEM)
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    for k in range(8):  # a monologue with no final: the acknowledgements keep the stream going
+        take(sender, 2 if k == 0 else 1)
+        box.ack((k + 1) * ITEM)
+    assert list(sender) == [] and box.finished()
+    # Only the newest three items are kept: the redo starts at the oldest audio still held.
+    assert box.restart_at(box.finalized_offset()) == 500

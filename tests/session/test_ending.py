@@ -156,3 +156,60 @@ async def test_flow_reports_come_every_interval_while_input_is_open() -> None:
     c.half_close()
     await h.clock.advance(5)
     assert len(c.of_flow()) == 3, "none once input has ended"
+
+
+# A drain during speech lets the utterance end first (Session.drain): its last final is a natural one, and a
+# client that goes on in a new session resends from the Ended's audio_duration.
+
+
+async def test_a_drain_during_speech_takes_input_until_the_endpoint() -> None:
+    from tests.helpers import voiced
+
+    h, c = await start()
+    c.audio(voiced(0.5))
+    await settle()
+    assert h.session._inbound.intake.in_speech
+    h.session.drain(within_s=10)
+    assert h.session.phase is Phase.STOPPING
+    c.audio(voiced(0.3))  # the utterance goes on: taken
+    c.audio(silence(1200))  # the endpoint comes 800 ms into the silence: input stops there
+    c.audio(voiced(0.5))  # after the endpoint: not taken
+    await settle()
+    assert c.ended is not None and c.ended.reason is EndReason.DRAINING
+    assert 1600 <= c.ended.audio_ms <= 2000, c.ended  # past the endpoint, not the audio after it
+    assert c.finals()[-1].end_ms <= c.ended.audio_ms and h.engine.stream.received[-1] == "close"
+
+
+async def test_a_drain_in_silence_stops_input_at_once() -> None:
+    h, c = await start()
+    c.audio(silence(160))
+    await settle()
+    h.session.drain(within_s=10)
+    await settle()
+    assert c.ended == Ended(EndReason.DRAINING, "", 160)
+
+
+async def test_a_drain_that_meets_no_endpoint_stops_input_after_its_time() -> None:
+    from tests.helpers import voiced
+
+    h, c = await start()
+    c.audio(voiced(0.5))
+    await settle()
+    h.session.drain(within_s=5)
+    c.audio(voiced(1.0))
+    await settle()
+    assert c.ended is None and h.session.phase is Phase.STOPPING
+    await h.clock.advance(5)
+    await settle()
+    assert c.ended is not None and c.ended.reason is EndReason.DRAINING and c.ended.audio_ms == 1500
+
+
+async def test_a_session_cut_short_counts_only_the_audio_its_finals_cover() -> None:
+    h, c = await start()
+    c.audio(silence(240))
+    c.finalize()  # a flush: the audio so far has its final
+    c.audio(silence(160))
+    await settle()
+    await h.session.close_now()
+    await settle()
+    assert c.ended is not None and c.ended.audio_ms == 240  # not 400: the last 160 ms have no final

@@ -1689,7 +1689,9 @@ type SessionEnded struct {
 
 	Reason  SessionEndReason `protobuf:"varint,1,opt,name=reason,proto3,enum=voxgate.v1.SessionEndReason" json:"reason,omitempty"`
 	Message string           `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// Audio received and processed in this session.
+	// Audio received and processed in this session: all the audio its final results cover. A
+	// session cut short before its last finals (a drain whose grace ran out) counts up to where
+	// its last final ended; a client that goes on in a new session resends from here.
 	AudioDuration *durationpb.Duration `protobuf:"bytes,3,opt,name=audio_duration,json=audioDuration,proto3" json:"audio_duration,omitempty"`
 }
 

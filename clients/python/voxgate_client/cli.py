@@ -96,6 +96,12 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="audio per request (default: %(default)s)",
     )
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="one connection: a dropped connection ends the command with its error (default: "
+        "reconnect and resume; a session lost with its server process goes on in a new one)",
+    )
     parser.add_argument("--language", default="", metavar="CODE", help="BCP-47 hint, e.g. en-US")
     parser.add_argument("--words", action="store_true", help="request per-word time offsets")
     parser.add_argument("--no-interim", action="store_true", help="final results only")
@@ -270,11 +276,16 @@ def _stream(
         args.server, credentials=connection.credentials, channel_options=connection.channel_options
     ) as client:
         responses = client.stream(
-            config, interrupt.audio(source.chunks), pace=pace, metadata=connection.metadata
+            config,
+            interrupt.audio(source.chunks),
+            pace=pace,
+            metadata=connection.metadata,
+            resume=not args.no_resume,
         )
         try:
             for response in responses:
-                printer.response(response_to_dict(response))
+                if not response.HasField("flow_status"):  # resume's acknowledgements: not asked for
+                    printer.response(response_to_dict(response))
         finally:
             # Cancel the call and let its threads go while the interpreter still runs: left
             # to interpreter shutdown, grpc's cleanup can wait forever for a lock a stopped

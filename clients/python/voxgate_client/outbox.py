@@ -49,6 +49,15 @@ class Outbox:
             self._box.ack(acked_bytes)
             self._cond.notify_all()
 
+    def finalized(self, offset: int) -> None:
+        with self._cond:
+            self._box.finalized(offset)
+            self._cond.notify_all()
+
+    def finalized_offset(self) -> int:
+        with self._cond:
+            return self._box.finalized_offset()
+
     def restart_at(self, offset: int) -> int:
         with self._cond:
             start = self._box.restart_at(offset)
@@ -156,6 +165,13 @@ class AsyncOutbox:
     def ack(self, acked_bytes: int) -> None:
         self._box.ack(acked_bytes)
         self._changed.set()
+
+    def finalized(self, offset: int) -> None:
+        self._box.finalized(offset)
+        self._changed.set()
+
+    def finalized_offset(self) -> int:
+        return self._box.finalized_offset()
 
     def restart_at(self, offset: int) -> int:
         start = self._box.restart_at(offset)

@@ -60,6 +60,12 @@ class OutboxBuffer:
         self._serial = 0
         self._offset = 0  # audio bytes read from the iterable
         self._acked = 0
+        # Acknowledged audio after the last final result: kept apart, so that a session lost with
+        # its server process can be redone from there (voxgate_client.resume); bounded by
+        # max_unacked bytes (a monologue without finals keeps only its newest part).
+        self._redo: deque[Entry] = deque()
+        self._redo_bytes = 0
+        self._finalized = 0
         self.exhausted = False
         self.epoch = 0
         self.changes = 0  # counts acks and new connections: what a held-back sender waits for
@@ -80,14 +86,41 @@ class OutboxBuffer:
             and self._buffer[0].serial < self._sent_below
             and _covered(self._buffer[0], self._acked)
         ):
-            self._buffer.popleft()
+            self._keep_for_redo(self._buffer.popleft())
+
+    def _keep_for_redo(self, entry: Entry) -> None:
+        if entry.end <= self._finalized or self._max_unacked is None:
+            return
+        self._redo.append(entry)
+        self._redo_bytes += entry.end - entry.offset
+        while self._redo and self._redo_bytes > self._max_unacked:
+            self._drop_redo_head()
+
+    def _drop_redo_head(self) -> None:
+        head = self._redo.popleft()
+        self._redo_bytes -= head.end - head.offset
+
+    def finalized(self, offset: int) -> None:
+        """Final results came for the audio before stream offset `offset`."""
+        self._finalized = max(self._finalized, offset)
+        while self._redo and _covered(self._redo[0], self._finalized):
+            self._drop_redo_head()
+
+    def finalized_offset(self) -> int:
+        """The end of the audio whose final results came: a lost session's successor starts
+        there (or at the oldest audio still kept, when more than max_unacked went since)."""
+        return self._finalized
 
     def restart_at(self, offset: int) -> int:
         """A new session takes over at stream offset `offset`: what is before it is dropped (an
         audio chunk straddling it is cut there). Returns where the new session's audio starts:
         `offset`, or later when the audio from `offset` on is no longer held."""
         offset = min(offset, self._offset)
-        self._acked = max(self._acked, offset)
+        # What was kept for a redo goes before the unacknowledged audio again, from `offset` on.
+        self._buffer.extendleft(reversed([e for e in self._redo if not _covered(e, offset)]))
+        self._redo.clear()
+        self._redo_bytes = 0
+        self._finalized = self._acked = offset  # the new session has acknowledged nothing yet
         self.changes += 1
         while self._buffer and _covered(self._buffer[0], offset):
             self._buffer.popleft()

@@ -32,6 +32,14 @@ session's responses so that `seq`, `utterance_index` and every audio offset
 (results, words, speech events, FlowStatus) continue those of the sessions
 before it, offsets counting from the start of the stream's audio.
 
+When the server process that held the session dies (a crashed worker of `voxgate serve
+--workers N`), the resume finds no session (SESSION_NOT_FOUND) although the session had heard
+audio. With `ResumePolicy.restart_lost_sessions` (the default) the client then opens a new
+session and resends from the end of the last final result it received: for this the outbox
+keeps the acknowledged audio after the last final (voxgate_client.outbox_buffer). The
+utterance in progress is transcribed again, so no final is lost or repeated; the timeline
+goes on as after a drain (utterance indexes count finals only).
+
 A stream without resume runs the same way, with policy None: one connection and no retries,
 nothing kept for resending, no FlowStatus asked for, every response passed on as it came. Both
 clients, with resume or not, send what the one send loop of voxgate_client.outbox decides.
@@ -98,6 +106,14 @@ class ResumePolicy:
       instance) and continue there; opening it is retried on UNAVAILABLE like a
       reconnect (a balancer may first pick the draining instance, which refuses
       with DRAINING). False: the stream ends with the drained session.
+    restart_lost_sessions: when a resume finds no session although it had heard
+      audio (SESSION_NOT_FOUND: the server process that held it died, e.g. a
+      crashed worker of `voxgate serve --workers N`), open a new session and
+      resend from the end of the last final result: the utterance in progress
+      is transcribed again, so no final is lost or repeated. Audio from there
+      is kept for this, at most max_unacked_bytes beyond the acknowledged.
+      Not for channels recognized separately (they finalize at their own
+      moments). False: the stream ends with the error.
     attached_wait_s: how long a resume refused with SESSION_ATTACHED is retried
       (backed off like a reconnect, not counted in max_attempts). The server
       holds the session for the old connection until it sees that one go: at
@@ -111,6 +127,7 @@ class ResumePolicy:
     max_unacked_bytes: int = UNACKED_AUDIO.value
     flow_status_interval_ms: int = 200
     reconnect_on_drain: bool = True
+    restart_lost_sessions: bool = True
     attached_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
@@ -179,6 +196,9 @@ class _Resumer:
         self.ended_ok = False  # the session ended and the server closes its stream with OK
         self._processed = 0  # audio bytes the session says it processed, when it ended
         self._heard = False  # the current session acknowledged audio or sent a result
+        # One recognition (mono, downmix, first): its finals mark where a lost session can be
+        # redone from. Channels recognized apart finalize at their own moments: not redone.
+        self._one_recognition = config.channels == 1 or config.channel_mode != "separate"
         self.request = _first_config(config, policy)
 
     def remaining_s(self) -> float | None:
@@ -218,6 +238,9 @@ class _Resumer:
             if response.result.is_final:
                 self._finalized.add(response.result.result_id)
         self._timeline.apply(response)
+        if kind == "result" and response.result.is_final and self._one_recognition:
+            # On the stream's timeline now: the audio before its end has its final results.
+            self._outbox.finalized(self._timeline.bytes_of(response.result.end_offset))
         return True
 
     def delay_after(self, error: grpc.RpcError) -> float | None:
@@ -237,9 +260,13 @@ class _Resumer:
         policy = self._policy
         if policy is None or self._ended or not (self._token or self._reopening):
             return None
-        if self._token and not self._heard and error_details(error).get("reason") == NOT_FOUND:
-            # Gone before it had any audio: start over in a new session from the same audio.
-            self._start_new_session(self._outbox.restart_at(self._timeline.audio_bytes))
+        if self._token and error_details(error).get("reason") == NOT_FOUND:
+            if self._heard and not (policy.restart_lost_sessions and self._one_recognition):
+                return None
+            # The session is gone: it ended before it had any audio (nothing to resume), or
+            # its server process died with it (a worker crash). A new session redoes the
+            # audio from the end of the last final result on: every final once, none lost.
+            self._start_new_session(self._outbox.restart_at(self._outbox.finalized_offset()))
             return policy.backoff_s
         if self._token and error_details(error).get("reason") == STILL_ATTACHED:
             now = time.monotonic()

@@ -48,7 +48,9 @@ class Timeline:
         if self._seq or self._audio_ns or self._utterances:
             self._shift(response)
         self._last_seq = max(self._last_seq, response.seq)
-        if response.HasField("result"):
+        if response.HasField("result") and response.result.is_final:
+            # Finals only: a lost session's successor transcribes the utterance in progress
+            # again, under the same index.
             self._next_utterance = max(self._next_utterance, response.result.utterance_index + 1)
 
     def _shift(self, response: Response) -> None:

@@ -842,7 +842,10 @@ class SessionEnded(_message.Message):
     message: _builtins.str
     @_builtins.property
     def audio_duration(self) -> _duration_pb2.Duration:
-        """Audio received and processed in this session."""
+        """Audio received and processed in this session: all the audio its final results cover. A
+        session cut short before its last finals (a drain whose grace ran out) counts up to where
+        its last final ended; a client that goes on in a new session resends from here.
+        """
 
     def __init__(
         self,
