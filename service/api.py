@@ -28,7 +28,7 @@ from .session.channels import AnySession, new_session
 from .session.engine_source import EngineSource
 from .session.sidecar_engines import SidecarEngines
 from .session_config import MAX_CHANNELS, MAX_RATE_HZ, MIN_RATE_HZ, SessionConfig, validate
-from .tenant_quota import LocalQuotas, QuotaLedgerUnreachable, Quotas
+from .tenant_quota import LocalQuotas, QuotaLedgerUnreachable, Quotas, ServiceSessions
 
 log = structlog.get_logger("api")
 CAPABILITIES_WAIT_S = 2.0  # GetCapabilities before any engine status waits this long for one
@@ -92,12 +92,12 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
         self._quotas.report(self.held)
         self._on_capacity_change()
 
-    async def service_sessions(self) -> int:
+    async def service_sessions(self) -> ServiceSessions:
         """Sessions the whole service holds: this process's, or every worker's (their parent's count)."""
         try:
             return await self._quotas.service_sessions(self.held)
         except QuotaLedgerUnreachable:  # the parent is gone: this worker is being stopped
-            return self.held
+            return ServiceSessions(self.held)
 
     def capacity_counts(self, service: int | None = None) -> CapacityCounts:
         statuses = self._pool.statuses()  # the engines up: a dead one's sessions are moving elsewhere
@@ -117,7 +117,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             self._audit = asyncio.ensure_future(self._audit_service())
 
     async def _audit_service(self) -> None:
-        self.capacity.check(self.capacity_counts(await self.service_sessions()))
+        self.capacity.check(self.capacity_counts((await self.service_sessions()).total))
 
     def engine_status_heard(self) -> None:
         self._status_heard.set()
@@ -324,8 +324,13 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             max_limits=proto_edge.session_limits(c.max_session_duration_s, c.max_idle_timeout_s),
             max_audio_bytes_per_message=c.max_audio_bytes_per_message,
             max_sessions=self._limit(),
-            active_sessions=(service := await self.service_sessions()),
-            capacity=proto_edge.capacity(self.capacity_counts(service), self.capacity.mismatches),
+            active_sessions=(service := await self.service_sessions()).total,
+            capacity=proto_edge.capacity(
+                self.capacity_counts(service.total),
+                self.capacity.mismatches,
+                service.by_worker,
+                self._pool.engine_rows(),
+            ),
             position_mode=proto_edge.position_mode(status.position_mode if status else ""),
             position_mode_reason=status.position_mode_reason if status else "",
             position_runtime=proto_edge.position_runtime(status),

@@ -213,6 +213,16 @@ class EnginePool:
         up = [e.status for e in self.engines if e.ready and e.status is not None]
         return up or [e.status for e in self.engines if e.status is not None]
 
+    def engine_rows(self) -> list[tuple[int, bool, engine_pb2.GetStatusResponse | None]]:
+        """Each engine (spec index): whether a target of it is up, and its latest status (its up target's)."""
+        rows = []
+        for spec in self.specs:
+            targets = [e for n, e in enumerate(self.engines) if self._engine_of(n) == spec.index]
+            up = [e for e in targets if e.ready and e.status is not None]
+            said = up or [e for e in targets if e.status is not None]
+            rows.append((spec.index, bool(up), said[0].status if said else None))
+        return rows
+
     @property
     def status(self) -> engine_pb2.GetStatusResponse | None:
         """One engine's latest status, an up one's if any (they run the same engine and model)."""

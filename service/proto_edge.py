@@ -37,12 +37,28 @@ END_REASONS = {
 }
 
 
-def capacity(counts: CapacityCounts, mismatches: int) -> pb.CapacityCounts:
+def capacity(
+    counts: CapacityCounts,
+    mismatches: int,
+    by_worker: tuple[tuple[int, int], ...] = (),
+    engines: list[tuple[int, bool, engine_pb2.GetStatusResponse | None]] | None = None,
+) -> pb.CapacityCounts:
     return pb.CapacityCounts(
         service_sessions=counts.service,
         sidecar_slots=counts.sidecar,
         engine_sessions=counts.engine,
         mismatches=mismatches,
+        workers=[pb.WorkerSessions(worker=i, sessions=n) for i, n in by_worker],
+        engines=[
+            pb.EngineSessions(
+                engine=index,
+                ready=ready,
+                sidecar_slots=status.active_sessions if status else 0,
+                engine_sessions=status.counters.get("sessions_active", 0) if status else 0,
+                max_sessions=status.max_sessions if status else 0,
+            )
+            for index, ready, status in engines or []
+        ],
     )
 
 

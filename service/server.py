@@ -63,7 +63,7 @@ class Server:
         # One engine sidecar, or several (--engines / --gpus): sessions are placed across them.
         self._pool = EnginePool(config, self._on_engine_ready, self._on_engine_status)
         relay = ResumeRelay(worker, config.max_message_bytes) if worker else None
-        self._quotas = SharedQuotas(worker.quota_socket()) if worker else None  # one count across workers
+        self._quotas = SharedQuotas(worker.quota_socket(), worker.index) if worker else None  # one count across workers
         self._speech = SpeechServicer(
             config, self._pool, clock or SystemClock(), self._refresh_readiness, relay, self._quotas
         )

@@ -12,9 +12,10 @@ answered (service/api.py), so a client that saw its session end may start the ne
 one process.
 
 The book also keeps the one count of sessions the whole service holds (every session, with or without a
-tenant): each worker reports its own count whenever it changes, `{"held": n}`, answered with the service's
-total, `{"ok": true, "total": N}`. The capacity audit and GetCapabilities compare and report that total,
-not one worker's share of it (service/capacity.py).
+tenant): each worker reports its own count whenever it changes, `{"held": n, "worker": i}`, answered with
+the service's total and each worker's share, `{"ok": true, "total": N, "workers": [[i, n], ...]}`. The
+capacity audit and GetCapabilities compare and report that total, not one worker's share of it
+(service/capacity.py); `voxgate status` shows the shares too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ log = structlog.get_logger("quotas")
 MAX_LINE_BYTES = 4096  # a tenant name and a session id: far less; longer is a broken peer
 
 
+@dataclass(frozen=True)
+class ServiceSessions:
+    """Sessions the whole service holds, and each worker's share (`--workers N`; empty on one process)."""
+
+    total: int
+    by_worker: tuple[tuple[int, int], ...] = ()
+
+
 @dataclass
 class _Held:
     tenant: str
@@ -45,11 +54,15 @@ class QuotaBook:
     _held: dict[tuple[object, str], _Held] = field(default_factory=dict)
     _per_tenant: dict[str, int] = field(default_factory=dict)
     _sessions: dict[object, int] = field(default_factory=dict)  # each holder's own count of its sessions
+    _worker_of: dict[object, int] = field(default_factory=dict)  # each holder's worker index, as it said
 
-    def report(self, holder: object, sessions: int) -> int:
-        """A worker's count of the sessions it holds; the whole service's."""
+    def report(self, holder: object, sessions: int, worker: int | None = None) -> ServiceSessions:
+        """A worker's count of the sessions it holds; the whole service's, with each worker's share."""
         self._sessions[holder] = sessions
-        return sum(self._sessions.values())
+        if worker is not None:
+            self._worker_of[holder] = worker
+        shares = sorted((self._worker_of[h], n) for h, n in self._sessions.items() if h in self._worker_of)
+        return ServiceSessions(sum(self._sessions.values()), tuple(shares))
 
     def take(self, holder: object, session_id: str, tenant: str, slots: int, quota: int) -> bool:
         """All `slots` for the session, or none when they would take `tenant` past `quota` (0: no quota)."""
@@ -73,6 +86,7 @@ class QuotaBook:
     def drop(self, holder: object) -> int:
         """Give back everything `holder` held (its worker is gone); how many slots that was."""
         self._sessions.pop(holder, None)
+        self._worker_of.pop(holder, None)
         ids = [sid for h, sid in self._held if h is holder]
         slots = sum(self._held[(holder, sid)].slots for sid in ids)
         for sid in ids:
@@ -92,7 +106,7 @@ class Quotas(Protocol):
     def report(self, sessions: int) -> None:
         """This process's count of its sessions changed (sent in order, not waited for)."""
 
-    async def service_sessions(self, sessions: int) -> int:
+    async def service_sessions(self, sessions: int) -> ServiceSessions:
         """Reports this process's count and returns the whole service's."""
 
 
@@ -111,8 +125,8 @@ class LocalQuotas:
     def report(self, sessions: int) -> None:
         pass
 
-    async def service_sessions(self, sessions: int) -> int:
-        return sessions
+    async def service_sessions(self, sessions: int) -> ServiceSessions:
+        return ServiceSessions(sessions)
 
 
 class QuotaLedgerUnreachable(ConnectionError):
@@ -122,13 +136,14 @@ class QuotaLedgerUnreachable(ConnectionError):
 class SharedQuotas:
     """A worker's view of the parent's book: one connection; every line is answered, in order."""
 
-    def __init__(self, socket: Path) -> None:
+    def __init__(self, socket: Path, worker: int) -> None:
         self._socket = socket
+        self._worker = worker  # this worker's index, told with each count
         self._writer: asyncio.StreamWriter | None = None
         self._reading: asyncio.Task[None] | None = None
         self._answers: deque[asyncio.Future[dict[str, object]]] = deque()  # one per line sent, in order
         self._connecting = asyncio.Lock()
-        self._reports: set[asyncio.Future[int]] = set()  # reports waiting for the connection
+        self._reports: set[asyncio.Future[ServiceSessions]] = set()  # reports waiting for the connection
 
     async def _connect(self) -> asyncio.StreamWriter:
         async with self._connecting:
@@ -184,25 +199,28 @@ class SharedQuotas:
 
     def report(self, sessions: int) -> None:
         if self._writer is not None and not self._writer.is_closing():
-            self._ask(self._writer, {"held": sessions}).add_done_callback(_retrieve)
+            self._ask(self._writer, {"held": sessions, "worker": self._worker}).add_done_callback(_retrieve)
         else:  # not connected yet (no tenant's session took a slot): connect first, the lock keeps the order
             task = asyncio.ensure_future(self.service_sessions(sessions))
             self._reports.add(task)
             task.add_done_callback(self._report_done)
 
-    def _report_done(self, task: asyncio.Future[int]) -> None:
+    def _report_done(self, task: asyncio.Future[ServiceSessions]) -> None:
         self._reports.discard(task)
         if not task.cancelled():
             task.exception()  # an unreachable parent: this worker is being stopped
 
-    async def service_sessions(self, sessions: int) -> int:
+    async def service_sessions(self, sessions: int) -> ServiceSessions:
         try:
             writer = await self._connect()
         except OSError as exc:
             raise QuotaLedgerUnreachable(f"{type(exc).__name__}: {exc}") from exc
-        answer = await self._ask(writer, {"held": sessions})
-        total = answer.get("total")
-        return total if isinstance(total, int) else sessions
+        answer = await self._ask(writer, {"held": sessions, "worker": self._worker})
+        total, workers = answer.get("total"), answer.get("workers")
+        if not isinstance(total, int):
+            return ServiceSessions(sessions)
+        shares = [(int(i), int(n)) for i, n in workers] if isinstance(workers, list) else []
+        return ServiceSessions(total, tuple(shares))
 
     async def close(self) -> None:
         writer, reading = self._writer, self._reading
@@ -251,7 +269,10 @@ class QuotaServer:
                     writer.write(_line({"ok": ok}))
                     await writer.drain()
                 elif "held" in msg:
-                    writer.write(_line({"ok": True, "total": self.book.report(holder, int(msg["held"]))}))
+                    worker = msg.get("worker")
+                    count = self.book.report(holder, int(msg["held"]), int(worker) if worker is not None else None)
+                    shares = [list(share) for share in count.by_worker]
+                    writer.write(_line({"ok": True, "total": count.total, "workers": shares}))
                 else:
                     self.book.give_back(holder, str(msg["give"]))
                     writer.write(_line({"ok": True}))

@@ -102,6 +102,13 @@ def test_sessions_spread_and_move_to_the_other_engine_when_theirs_is_killed(tmp_
         started(recs)
         on = [engine_of(server, r) for r in recs]
         assert sorted(on) == [0, 0, 1, 1], f"sessions spread over both engines: {on}"
+        # Each engine's own counts, as GetCapabilities and `voxgate status` show them (after a health check).
+        time.sleep(1.0)
+        engines = server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10).capacity.engines
+        assert [(e.engine, e.ready, e.sidecar_slots, e.engine_sessions) for e in engines] == [
+            (0, True, 2, 2),
+            (1, True, 2, 2),
+        ], engines
         # Kill mid-utterance (the second has begun everywhere): the first result after the kill measures
         # the move, not the wait for the next word.
         assert all(r.wait_for(lambda x: x.HasField("result") and x.result.utterance_index >= 1, 10) for r in recs)

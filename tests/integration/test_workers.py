@@ -117,6 +117,25 @@ def test_capacity_is_one_truth_across_workers(server: ServerProcess) -> None:
             capacity = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).capacity
             counts = (capacity.service_sessions, capacity.sidecar_slots, capacity.engine_sessions)
             assert counts == (MAX_SESSIONS,) * 3 and capacity.mismatches == 0, (worker.index, counts)
+            # ... with each worker's share, whichever worker answers, and the one engine's counts
+            shares = {w.worker: w.sessions for w in capacity.workers}
+            on = [owner(h.started.started.resume_token) for h in held]
+            assert shares == {0: on.count(0), 1: on.count(1)}, (worker.index, shares)
+            (engine,) = capacity.engines
+            assert (engine.engine, engine.ready, engine.sidecar_slots, engine.engine_sessions) == (
+                0,
+                True,
+                MAX_SESSIONS,
+                MAX_SESSIONS,
+            )
+        status = subprocess.run(
+            [sys.executable, "-m", "service", "status", "--server", server.target],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert f"workers    worker 0: {on.count(0)}, worker 1: {on.count(1)}" in status, status
     finally:
         for h in held:
             h.release()

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from service.tenant_quota import LocalQuotas, QuotaBook, QuotaLedgerUnreachable, QuotaServer, SharedQuotas
+from service.tenant_quota import (
+    LocalQuotas,
+    QuotaBook,
+    QuotaLedgerUnreachable,
+    QuotaServer,
+    ServiceSessions,
+    SharedQuotas,
+)
 
 
 def test_the_book_counts_slots_per_tenant_across_holders() -> None:
@@ -57,7 +64,7 @@ async def settled(server: QuotaServer, tenant: str, held: int) -> None:
 
 
 async def test_two_workers_share_one_count(ledger: QuotaServer) -> None:
-    w0, w1 = SharedQuotas(ledger.socket), SharedQuotas(ledger.socket)
+    w0, w1 = SharedQuotas(ledger.socket, 0), SharedQuotas(ledger.socket, 1)
     assert await w0.take("a", "acme", 1, 2) and await w1.take("b", "acme", 1, 2)
     assert not await w0.take("c", "acme", 1, 2) and not await w1.take("c", "acme", 1, 2)
     assert await w1.take("d", "globex", 1, 2)
@@ -70,7 +77,7 @@ async def test_two_workers_share_one_count(ledger: QuotaServer) -> None:
 
 
 async def test_a_dead_workers_slots_are_given_back(ledger: QuotaServer) -> None:
-    w0, w1 = SharedQuotas(ledger.socket), SharedQuotas(ledger.socket)
+    w0, w1 = SharedQuotas(ledger.socket, 0), SharedQuotas(ledger.socket, 1)
     assert await w0.take("a", "acme", 2, 2)
     assert not await w1.take("b", "acme", 1, 2)
     await w0.close()  # as a SIGKILLed worker's connection: closed by the kernel
@@ -80,7 +87,7 @@ async def test_a_dead_workers_slots_are_given_back(ledger: QuotaServer) -> None:
 
 
 async def test_a_cancelled_take_is_given_back_and_the_next_take_gets_its_own_answer(ledger: QuotaServer) -> None:
-    w0 = SharedQuotas(ledger.socket)
+    w0 = SharedQuotas(ledger.socket, 0)
     assert await w0.take("warm", "other", 1, 0)  # connected: the next take writes at once
     task = asyncio.create_task(w0.take("a", "acme", 1, 1))
     await asyncio.sleep(0)  # the take line is written; its answer not yet read
@@ -96,10 +103,10 @@ async def test_a_cancelled_take_is_given_back_and_the_next_take_gets_its_own_ans
 
 async def test_an_unreachable_ledger_is_said(tmp_path: Path) -> None:
     with pytest.raises(QuotaLedgerUnreachable):
-        await SharedQuotas(tmp_path / "none.sock").take("a", "acme", 1, 1)
+        await SharedQuotas(tmp_path / "none.sock", 0).take("a", "acme", 1, 1)
     server = QuotaServer(tmp_path / "quota.sock")
     await server.start()
-    w0 = SharedQuotas(server.socket)
+    w0 = SharedQuotas(server.socket, 0)
     assert await w0.take("a", "acme", 1, 1)
     await server.stop()
     await asyncio.sleep(0.05)
@@ -110,7 +117,7 @@ async def test_an_unreachable_ledger_is_said(tmp_path: Path) -> None:
 
 
 async def test_a_broken_peer_loses_only_its_own_slots(ledger: QuotaServer) -> None:
-    w0 = SharedQuotas(ledger.socket)
+    w0 = SharedQuotas(ledger.socket, 0)
     assert await w0.take("a", "acme", 1, 3)
     reader, writer = await asyncio.open_unix_connection(str(ledger.socket))
     writer.write(b'{"take": "x", "tenant": "acme", "slots": 1, "quota": 3}\n')
@@ -124,7 +131,7 @@ async def test_a_broken_peer_loses_only_its_own_slots(ledger: QuotaServer) -> No
 
 
 async def test_takes_in_flight_when_the_ledger_goes_are_said(ledger: QuotaServer) -> None:
-    w0 = SharedQuotas(ledger.socket)
+    w0 = SharedQuotas(ledger.socket, 0)
     assert await w0.take("a", "acme", 1, 0)
     takes = [asyncio.create_task(w0.take(f"t{i}", "acme", 1, 0)) for i in range(3)]
     await ledger.stop()  # answered or said: none is left waiting
@@ -134,17 +141,18 @@ async def test_takes_in_flight_when_the_ledger_goes_are_said(ledger: QuotaServer
 
 
 async def test_the_service_count_is_every_workers_sessions(ledger: QuotaServer) -> None:
-    """One truth about capacity across workers: each reports its own count, and gets the service's."""
-    assert await LocalQuotas().service_sessions(3) == 3  # one process: its own
-    w0, w1 = SharedQuotas(ledger.socket), SharedQuotas(ledger.socket)
-    assert await w0.service_sessions(2) == 2
-    assert await w1.service_sessions(3) == 5
+    """One truth about capacity across workers: each reports its own count, and gets the service's with each
+    worker's share."""
+    assert await LocalQuotas().service_sessions(3) == ServiceSessions(3)  # one process: its own
+    w0, w1 = SharedQuotas(ledger.socket, 0), SharedQuotas(ledger.socket, 1)
+    assert await w0.service_sessions(2) == ServiceSessions(2, ((0, 2),))
+    assert await w1.service_sessions(3) == ServiceSessions(5, ((0, 2), (1, 3)))
     w0.report(1)  # a session of w0's ended: sent at once, in order on w0's connection
-    assert await w0.service_sessions(1) == 4
+    assert await w0.service_sessions(1) == ServiceSessions(4, ((0, 1), (1, 3)))
     await w0.close()  # a dead worker's sessions are gone with it
     for _ in range(200):
-        if await w1.service_sessions(3) == 3:
+        if (await w1.service_sessions(3)).total == 3:
             break
         await asyncio.sleep(0.01)
-    assert await w1.service_sessions(3) == 3
+    assert await w1.service_sessions(3) == ServiceSessions(3, ((1, 3),))
     await w1.close()

@@ -5,6 +5,7 @@ import type { Duration as _google_protobuf_Duration, Duration__Output as _google
 import type { CapacityCounts as _voxgate_v1_CapacityCounts, CapacityCounts__Output as _voxgate_v1_CapacityCounts__Output } from './voxgate/v1/CapacityCounts';
 import type { EndpointingConfig as _voxgate_v1_EndpointingConfig, EndpointingConfig__Output as _voxgate_v1_EndpointingConfig__Output } from './voxgate/v1/EndpointingConfig';
 import type { EngineInfo as _voxgate_v1_EngineInfo, EngineInfo__Output as _voxgate_v1_EngineInfo__Output } from './voxgate/v1/EngineInfo';
+import type { EngineSessions as _voxgate_v1_EngineSessions, EngineSessions__Output as _voxgate_v1_EngineSessions__Output } from './voxgate/v1/EngineSessions';
 import type { Finalize as _voxgate_v1_Finalize, Finalize__Output as _voxgate_v1_Finalize__Output } from './voxgate/v1/Finalize';
 import type { FlowStatus as _voxgate_v1_FlowStatus, FlowStatus__Output as _voxgate_v1_FlowStatus__Output } from './voxgate/v1/FlowStatus';
 import type { FlowStatusConfig as _voxgate_v1_FlowStatusConfig, FlowStatusConfig__Output as _voxgate_v1_FlowStatusConfig__Output } from './voxgate/v1/FlowStatusConfig';
@@ -24,6 +25,7 @@ import type { StreamingRecognizeRequest as _voxgate_v1_StreamingRecognizeRequest
 import type { StreamingRecognizeResponse as _voxgate_v1_StreamingRecognizeResponse, StreamingRecognizeResponse__Output as _voxgate_v1_StreamingRecognizeResponse__Output } from './voxgate/v1/StreamingRecognizeResponse';
 import type { Warning as _voxgate_v1_Warning, Warning__Output as _voxgate_v1_Warning__Output } from './voxgate/v1/Warning';
 import type { WordInfo as _voxgate_v1_WordInfo, WordInfo__Output as _voxgate_v1_WordInfo__Output } from './voxgate/v1/WordInfo';
+import type { WorkerSessions as _voxgate_v1_WorkerSessions, WorkerSessions__Output as _voxgate_v1_WorkerSessions__Output } from './voxgate/v1/WorkerSessions';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
   new(...args: ConstructorParameters<Constructor>): Subtype;
@@ -42,6 +44,7 @@ export interface ProtoGrpcType {
       ChannelMode: EnumTypeDefinition
       EndpointingConfig: MessageTypeDefinition<_voxgate_v1_EndpointingConfig, _voxgate_v1_EndpointingConfig__Output>
       EngineInfo: MessageTypeDefinition<_voxgate_v1_EngineInfo, _voxgate_v1_EngineInfo__Output>
+      EngineSessions: MessageTypeDefinition<_voxgate_v1_EngineSessions, _voxgate_v1_EngineSessions__Output>
       ErrorReason: EnumTypeDefinition
       Finalize: MessageTypeDefinition<_voxgate_v1_Finalize, _voxgate_v1_Finalize__Output>
       FlowStatus: MessageTypeDefinition<_voxgate_v1_FlowStatus, _voxgate_v1_FlowStatus__Output>
@@ -66,6 +69,7 @@ export interface ProtoGrpcType {
       StreamingRecognizeResponse: MessageTypeDefinition<_voxgate_v1_StreamingRecognizeResponse, _voxgate_v1_StreamingRecognizeResponse__Output>
       Warning: MessageTypeDefinition<_voxgate_v1_Warning, _voxgate_v1_Warning__Output>
       WordInfo: MessageTypeDefinition<_voxgate_v1_WordInfo, _voxgate_v1_WordInfo__Output>
+      WorkerSessions: MessageTypeDefinition<_voxgate_v1_WorkerSessions, _voxgate_v1_WorkerSessions__Output>
     }
   }
 }

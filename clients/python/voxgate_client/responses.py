@@ -213,6 +213,19 @@ def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, 
             "sidecar_slots": caps.capacity.sidecar_slots,
             "engine_sessions": caps.capacity.engine_sessions,
             "mismatches": caps.capacity.mismatches,
+            "workers": [
+                {"worker": w.worker, "sessions": w.sessions} for w in caps.capacity.workers
+            ],
+            "engines": [
+                {
+                    "engine": e.engine,
+                    "ready": e.ready,
+                    "sidecar_slots": e.sidecar_slots,
+                    "engine_sessions": e.engine_sessions,
+                    "max_sessions": e.max_sessions,
+                }
+                for e in caps.capacity.engines
+            ],
         },
         **_runtime_entry(caps),
     }

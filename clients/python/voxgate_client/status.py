@@ -105,6 +105,16 @@ def run_status(args: argparse.Namespace) -> int:
             f"capacity   service {service}, sidecar slots {sidecar}, engine {engine}; "
             f"mismatches {cap['mismatches']}{apart}"
         )
+        if workers := cap.get("workers"):
+            shares = ", ".join(f"worker {w['worker']}: {w['sessions']}" for w in workers)
+            print(f"workers    {shares}")
+        engines = cap.get("engines", [])
+        for e in engines if len(engines) > 1 else []:
+            bound = e["max_sessions"] or "unbounded"
+            print(
+                f"engine {e['engine']}   {'up' if e['ready'] else 'DOWN'}, sidecar slots "
+                f"{e['sidecar_slots']} of {bound}, engine {e['engine_sessions']}"
+            )
     print(
         f"audio      {', '.join(status.get('encodings', []))}; "
         f"{status.get('min_sample_rate_hz')}-{status.get('max_sample_rate_hz')} Hz; "

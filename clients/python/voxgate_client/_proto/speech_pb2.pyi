@@ -1063,6 +1063,8 @@ class CapacityCounts(_message.Message):
     SIDECAR_SLOTS_FIELD_NUMBER: _builtins.int
     ENGINE_SESSIONS_FIELD_NUMBER: _builtins.int
     MISMATCHES_FIELD_NUMBER: _builtins.int
+    WORKERS_FIELD_NUMBER: _builtins.int
+    ENGINES_FIELD_NUMBER: _builtins.int
     service_sessions: _builtins.int
     """Sessions the service holds (starting, live, and detached ones waiting for a resume)."""
     sidecar_slots: _builtins.int
@@ -1071,6 +1073,14 @@ class CapacityCounts(_message.Message):
     """Sessions the engine itself reports open."""
     mismatches: _builtins.int
     """Times the three stayed apart, unchanged, for a health interval or longer (a leak; each counted once)."""
+    @_builtins.property
+    def workers(self) -> _containers.RepeatedCompositeFieldContainer[Global___WorkerSessions]:
+        """`voxgate serve --workers N`: each worker's share of service_sessions (empty on one process)."""
+
+    @_builtins.property
+    def engines(self) -> _containers.RepeatedCompositeFieldContainer[Global___EngineSessions]:
+        """Each engine (`--engines N`, or the one): whether it is up, and its counts."""
+
     def __init__(
         self,
         *,
@@ -1078,11 +1088,73 @@ class CapacityCounts(_message.Message):
         sidecar_slots: _builtins.int = ...,
         engine_sessions: _builtins.int = ...,
         mismatches: _builtins.int = ...,
+        workers: _abc.Iterable[Global___WorkerSessions] | None = ...,
+        engines: _abc.Iterable[Global___EngineSessions] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine_sessions", b"engine_sessions", "mismatches", b"mismatches", "service_sessions", b"service_sessions", "sidecar_slots", b"sidecar_slots"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine_sessions", b"engine_sessions", "engines", b"engines", "mismatches", b"mismatches", "service_sessions", b"service_sessions", "sidecar_slots", b"sidecar_slots", "workers", b"workers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CapacityCounts: _TypeAlias = CapacityCounts  # noqa: Y015
+
+@_typing.final
+class WorkerSessions(_message.Message):
+    """One service worker's own count of the sessions it holds."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKER_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    worker: _builtins.int
+    sessions: _builtins.int
+    def __init__(
+        self,
+        *,
+        worker: _builtins.int = ...,
+        sessions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sessions", b"sessions", "worker", b"worker"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkerSessions: _TypeAlias = WorkerSessions  # noqa: Y015
+
+@_typing.final
+class EngineSessions(_message.Message):
+    """One engine as the service last heard from it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENGINE_FIELD_NUMBER: _builtins.int
+    READY_FIELD_NUMBER: _builtins.int
+    SIDECAR_SLOTS_FIELD_NUMBER: _builtins.int
+    ENGINE_SESSIONS_FIELD_NUMBER: _builtins.int
+    MAX_SESSIONS_FIELD_NUMBER: _builtins.int
+    engine: _builtins.int
+    """Its index (0 alone)."""
+    ready: _builtins.bool
+    sidecar_slots: _builtins.int
+    """Slots its sidecar has handed out, and the sessions the engine itself reports open."""
+    engine_sessions: _builtins.int
+    max_sessions: _builtins.int
+    """Its session bound (0: unbounded)."""
+    def __init__(
+        self,
+        *,
+        engine: _builtins.int = ...,
+        ready: _builtins.bool = ...,
+        sidecar_slots: _builtins.int = ...,
+        engine_sessions: _builtins.int = ...,
+        max_sessions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "engine_sessions", b"engine_sessions", "max_sessions", b"max_sessions", "ready", b"ready", "sidecar_slots", b"sidecar_slots"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EngineSessions: _TypeAlias = EngineSessions  # noqa: Y015

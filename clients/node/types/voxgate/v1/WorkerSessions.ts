@@ -1,0 +1,12 @@
+// Original file: proto/voxgate/v1/speech.proto
+
+
+export interface WorkerSessions {
+  'worker'?: (number);
+  'sessions'?: (number);
+}
+
+export interface WorkerSessions__Output {
+  'worker': (number);
+  'sessions': (number);
+}
