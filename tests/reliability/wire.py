@@ -45,7 +45,8 @@ MAX_STATUS_DETAILS = 2048  # status message and ErrorInfo metadata echo client i
 # its engine is full (service/sidecar.py); the rest is room for a busy box.
 WORKER_READINESS_LAG_S = NOT_ADMITTING_STATUS_INTERVAL_S + 1.0
 # An exception that escaped structlog (a JSON line with an "exception" field is a handled, logged error).
-LOG_ALARMS = (b"Task exception was never retrieved", b"Exception in callback")
+# A capacity_mismatch is a leaked slot, or an audit that cries wolf: both are failures here.
+LOG_ALARMS = (b"Task exception was never retrieved", b"Exception in callback", b'"event": "capacity_mismatch"')
 
 
 # -- the three APIs, as bytes ------------------------------------------------------------------
@@ -374,6 +375,20 @@ class WireServer:
         while not (serving := all([w.serving() for w in self.service_workers])) and time.monotonic() < deadline:
             time.sleep(0.05)
         return serving
+
+    def accept_worker_restart(self, lost_pid: int, timeout_s: float = 30.0) -> str | None:
+        """Worker `lost_pid` was lost on purpose (a worker_loss case): wait for the supervisor's replacement,
+        then watch it. None, or what went wrong."""
+        deadline = time.monotonic() + timeout_s
+        now = service_workers(self.proc.proc.pid)
+        while time.monotonic() < deadline:
+            now = service_workers(self.proc.proc.pid)
+            replaced = len(now) == self._workers and lost_pid not in {w.pid for w in now}
+            if replaced and all(w.serving() for w in now):
+                self.service_workers = now
+                return None
+            time.sleep(0.1)
+        return f"not {self._workers} serving workers without {lost_pid} {timeout_s:.0f} s after its loss: {now}"
 
     def alive(self) -> str | None:
         if self.proc.proc.poll() is not None:

@@ -372,6 +372,53 @@ def case_flood(ctx: Ctx) -> None:
         t.join(STREAM_DEADLINE_S + 5)
 
 
+def case_worker_loss(ctx: Ctx) -> None:
+    """A worker of `--workers 2` is lost under live calls of voxgate's own client (resume on): SIGKILL (a crash)
+    or SIGTERM (a rolling restart; the supervisor starts it again). Every call goes on and every spoken
+    segment gets exactly one final: none lost, none repeated (finals in order, none overlapping). Runs alone on
+    its server (the loss would break the other cases' streams there)."""
+    import os
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.bench.driver import OWN_CONNECTION
+    from tests.reliability.streams import speech_pattern, uncovered
+    from voxgate_client import SpeechClient, StreamConfig
+
+    rng, server = ctx.rng, ctx.server
+    how = rng.choice(["SIGKILL", "SIGTERM"])
+    at = rng.uniform(0.3, 3.0)
+    audio, spans = speech_pattern(rng.randint(3, 5), voiced_s=round(rng.uniform(0.6, 1.2), 1), silence_s=1.0)
+    config = StreamConfig(encoding="linear16", sample_rate_hz=16000, endpointing_silence_ms=500)
+    chunks = [audio[i : i + CHUNK] for i in range(0, len(audio), CHUNK)]
+
+    def call() -> list[pb.StreamingRecognizeResponse]:
+        with SpeechClient(server.target, channel_options=OWN_CONNECTION) as client:
+            return list(client.stream(config, chunks, pace=1.0, timeout=STREAM_DEADLINE_S * 3, resume=True))
+
+    with ThreadPoolExecutor(2) as pool:
+        calls = [pool.submit(call) for _ in range(2)]
+        time.sleep(at)
+        victim = rng.choice(server.service_workers)
+        os.kill(victim.pid, signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
+        where = f"case {ctx.case} {how} of worker {victim.index} at {at:.2f}s"
+        for n, done in enumerate(calls):
+            try:
+                responses = done.result(timeout=STREAM_DEADLINE_S * 3 + 10)
+            except Exception as exc:
+                ctx.report.add("a lost worker costs voxgate's own client nothing", f"{where}, call {n}", repr(exc))
+                continue
+            ctx.report.count(f"worker_loss/{how}/ok")
+            finals = [r.result for r in responses if r.HasField("result") and r.result.is_final]
+            spans_of = [(f.start_offset.ToMilliseconds(), f.end_offset.ToMilliseconds()) for f in finals]
+            if lost := uncovered(spans, finals):
+                ctx.report.add("every final exactly once", f"{where}, call {n}", f"no final for {lost}: {spans_of}")
+            if any(b[0] < a[1] for a, b in zip(spans_of, spans_of[1:], strict=False)):
+                ctx.report.add("every final exactly once", f"{where}, call {n}", f"finals overlap: {spans_of}")
+    if (problem := server.accept_worker_restart(victim.pid)) is not None:
+        ctx.report.add("a lost worker is replaced", where, problem)
+
+
 CASES: dict[str, tuple[Callable[[Ctx], None], tuple[str, ...], int]] = {  # kind -> (run, apis, weight)
     "garbage_first": (case_garbage_first, ("voxgate", "riva", "google"), 3),
     "garbage_after_config": (case_garbage_after_config, ("voxgate", "riva", "google"), 3),
@@ -384,4 +431,6 @@ CASES: dict[str, tuple[Callable[[Ctx], None], tuple[str, ...], int]] = {  # kind
     "vanish": (case_vanish, ("voxgate", "voxgate", "riva", "google"), 2),
     "long_string": (case_long_string, ("voxgate", "riva", "google"), 1),
     "flood": (case_flood, ("voxgate",), 1),
+    "worker_loss": (case_worker_loss, ("voxgate",), 1),  # the `workers` server only, alone in its batch
 }
+ONLY_ON = {"worker_loss": "workers"}
