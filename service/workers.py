@@ -12,7 +12,10 @@ host:port with SO_REUSEPORT, so the kernel spreads connections across them. The 
 - keeps the one count of each tenant's sessions that every worker's admission asks
   (service/tenant_quota.py), so a tenant's quota holds across workers as on one process;
 - forwards SIGTERM/SIGINT to the workers (each drains its sessions), then stops the sidecar; SIGHUP too
-  (each worker reloads its TLS files and tokens).
+  (each worker reloads its TLS files and tokens);
+- on SIGUSR2, replaces the workers one at a time (an upgrade in place: each new worker runs the code now
+  installed): SIGTERM to one, which stops listening and drains, its replacement started at once, and the
+  next only once that one serves. voxgate's own clients go on without losing a final.
 
 Admission is exact across workers because the sidecar is the authority: it gets --max-sessions as its slot
 count and refuses the session past it (RESOURCE_EXHAUSTED → UNAVAILABLE/CAPACITY, as on one process).
@@ -53,6 +56,7 @@ WORKER_MODULE = "service.worker_main"
 WORKER_START_TIMEOUT_S = 60.0
 # A worker that ran stable_s before dying is restarted after the first delay again.
 WORKER_RESTART = BackoffPolicy(first_s=0.5, max_s=10.0, stable_s=30.0)
+REPLACEMENT_READY_TIMEOUT_S = 60.0  # SIGUSR2: how long a replacement may take to serve before the next goes
 STOP_MARGIN_S = 10.0  # beyond --drain-grace-s, how long a worker may take to stop before it is killed
 
 
@@ -111,6 +115,9 @@ class Workers:
         self._watchers: list[asyncio.Task[None]] = []  # one per worker: restarts it when it dies
         self._stop = asyncio.Event()
         self._stopping = False
+        self._replacing: set[int] = set()  # pids of workers stopped to be replaced (SIGUSR2): no backoff
+        self._spawned = [asyncio.Event() for _ in range(config.workers)]  # set when worker i's replacement listens
+        self._rolling: asyncio.Task[None] | None = None
         self.port = 0
 
     async def serve(self) -> int:
@@ -118,6 +125,7 @@ class Workers:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._signal_workers, signal.SIGHUP)
+        loop.add_signal_handler(signal.SIGUSR2, self._replace_workers)
         try:
             if await start_unless_stopped(self.start(), self._stop):
                 await self._stop.wait()
@@ -183,17 +191,47 @@ class Workers:
             code = await proc.wait()
             if self._stopping:
                 return
-            delay = backoff.next_delay()
-            log.warning("worker_died", index=index, pid=proc.pid, returncode=code, restart_in_s=delay)
+            if proc.pid in self._replacing:  # stopped on purpose: its replacement starts at once
+                self._replacing.discard(proc.pid)
+                delay = 0.0
+                log.info("worker_stopped_for_replacement", index=index, pid=proc.pid, returncode=code)
+            else:
+                delay = backoff.next_delay()
+                log.warning("worker_died", index=index, pid=proc.pid, returncode=code, restart_in_s=delay)
             while not self._stopping:
                 await asyncio.sleep(delay)
                 backoff.started()
                 delay = backoff.next_delay()  # the next try's, should this one fail (doubles, as after a death)
                 try:
                     await self._spawn(index)
+                    self._spawned[index].set()
                     break
                 except (WorkerStartError, OSError) as exc:
                     log.error("worker_restart_failed", index=index, error=str(exc))
+
+    def _replace_workers(self) -> None:
+        if self._stopping or (self._rolling is not None and not self._rolling.done()):
+            return  # one replacement round at a time
+        self._rolling = asyncio.create_task(self._replace_in_turn())
+
+    async def _replace_in_turn(self) -> None:
+        """Each worker in turn: SIGTERM (it stops listening and drains), its replacement, then the next once
+        the replacement serves (its engine attached), so one worker always admits."""
+        log.info("workers_replacing", workers=len(self._procs))
+        for index, proc in enumerate(self._procs):
+            if self._stopping:
+                return
+            if proc is None or proc.returncode is not None:
+                continue
+            self._spawned[index].clear()
+            self._replacing.add(proc.pid)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            await self._spawned[index].wait()
+            role = WorkerRole(index, self._config.workers, str(self._dir))
+            if not await worker_serving(role, REPLACEMENT_READY_TIMEOUT_S):
+                log.warning("worker_replacement_not_serving", index=index, timeout_s=REPLACEMENT_READY_TIMEOUT_S)
+        log.info("workers_replaced", workers=len(self._procs))
 
     def _signal_workers(self, sig: int) -> None:
         for proc in self._procs:
@@ -229,6 +267,25 @@ class Workers:
             log.warning("worker_kill", pid=proc.pid)
             proc.kill()
             return await proc.wait()
+
+
+async def worker_serving(role: WorkerRole, timeout_s: float) -> bool:
+    """Worker `role.index` answers SERVING on its private socket within `timeout_s` (its own readiness)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from .server import SPEECH_SERVICE
+
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    async with grpc.aio.insecure_channel(f"unix:{role.socket()}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(service=SPEECH_SERVICE), timeout=min(left, 5))
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return True
+            await asyncio.sleep(0.1)
+    return False
 
 
 def _log_engine_ready(ready: bool) -> None:

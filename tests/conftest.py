@@ -50,6 +50,9 @@ DIRECTORY_TIMEOUTS_S = {"tests/engine/": 900, "tests/gpu/": 900}
 # `make test` while its time allows (.ci/run). Each takes minutes for what it adds to the coverage `make test`
 # already has. What it is, and why it is here (times: pytest --durations, 2 cores, 2026-12-05).
 EXTENDED_LANE: dict[str, str] = {
+    "tests/integration/test_worker_loss.py::test_sigusr2_replaces_every_worker_in_turn_without_losing_a_final": (
+        "both workers replaced on SIGUSR2 under 4 sphinx sessions (30 s); the worker SIGKILL test stays"
+    ),
     "tests/integration/test_worker_loss.py::test_a_rolling_restart_of_every_worker_loses_no_final_and_repeats_none": (
         "both workers restarted in turn under 8 real-time sphinx sessions (45 s); the worker SIGKILL test and "
         "tests/session/test_ending.py's drains at the endpoint stay"

@@ -240,3 +240,28 @@ def test_a_rolling_restart_of_every_worker_loses_no_final_and_repeats_none(serve
         drained += any(r.ended.reason == pb.SESSION_END_REASON_DRAINING for r in c.responses if r.HasField("ended"))
     assert drained, "the restarts should have drained live calls"  # later ones may find the calls over
     nothing_held(server)
+
+
+def test_sigusr2_replaces_every_worker_in_turn_without_losing_a_final(server: ServerProcess) -> None:
+    """An upgrade in place: SIGUSR2 to the parent replaces the workers one at a time (each new one runs the
+    code installed now); the calls go on with the finals of an undisturbed run."""
+    expected = run_calls(server)[0].finals()
+    before = {w.index: w.pid for w in service_workers(server.proc.pid)}
+    log_start = server.log_path.stat().st_size
+
+    def upgrade(calls: list[Call]) -> None:
+        for c in calls:
+            assert c.finals_seen.wait(60)
+        server.proc.send_signal(signal.SIGUSR2)
+
+    calls = run_calls(server, upgrade)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and '"event": "workers_replaced"' not in server.log()[log_start:]:
+        time.sleep(0.2)
+    after = {w.index: w.pid for w in service_workers(server.proc.pid)}
+    assert sorted(after) == [0, 1] and all(after[i] != before[i] for i in (0, 1)), (before, after)
+    for c in calls:
+        assert c.finals() == expected, "\n".join([str(owner(c.token)), *story(c)])
+        assert [f for f in c.final_indexes()] == list(range(len(expected)))
+    assert '"event": "worker_died"' not in server.log()[log_start:], "a replacement is no death"
+    nothing_held(server)
