@@ -148,6 +148,45 @@ def test_capacity_is_one_truth_across_workers(server: ServerProcess) -> None:
         assert "capacity_mismatch" not in log.read()
 
 
+def test_a_real_leak_is_still_caught_with_workers(server: ServerProcess) -> None:
+    """The audit compares the sum over workers with the sidecar's slots: a slot held outside every worker (an
+    engine session opened on the sidecar's own socket, which no worker counts) is reported by each worker
+    within two health intervals (2 s each), and the counts agree again once it is gone."""
+    import socket
+
+    from engine_api.frames import HEADER, frame, frames_socket
+    from engine_api.v1 import engine_pb2
+
+    log_start = server.log_path.stat().st_size
+    engine_socket = Path(workers(server)[0].peer_dir) / "engine.sock"
+    leak = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    leak.connect(str(frames_socket(engine_socket)))
+    leak.sendall(frame(engine_pb2.SessionInput(open=engine_pb2.Open(session_id="leak", sample_rate_hz=16000))))
+    (size,) = HEADER.unpack(leak.recv(HEADER.size, socket.MSG_WAITALL))
+    opened = engine_pb2.SessionOutput.FromString(leak.recv(size, socket.MSG_WAITALL))
+    assert opened.HasField("opened"), opened
+    try:
+        started = time.monotonic()
+        caught: dict[int, float] = {}
+        while len(caught) < 2 and time.monotonic() - started < 10:
+            for worker in workers(server):
+                capacity = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).capacity
+                if capacity.mismatches and worker.index not in caught:
+                    caught[worker.index] = time.monotonic() - started
+                    assert (capacity.service_sessions, capacity.sidecar_slots) == (0, 1), capacity
+            time.sleep(0.2)
+        print(f"\ninjected leak reported by each worker after: {caught}")
+        assert sorted(caught) == [0, 1] and max(caught.values()) <= 2 * 2.0 + 1.0, caught
+    finally:
+        leak.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and "capacity_agrees_again" not in server.log()[log_start:]:
+        time.sleep(0.2)
+    text = server.log()[log_start:]
+    assert text.count('"event": "capacity_mismatch"') == 2, "one per worker, once"
+    assert "capacity_agrees_again" in text
+
+
 def test_admission_is_exact_across_workers(server: ServerProcess) -> None:
     held = [hold_stream(grpc.insecure_channel(server.target)) for _ in range(MAX_SESSIONS)]
     try:
@@ -424,42 +463,3 @@ def test_sigterm_drains_every_worker_and_the_parent_exits_0(server: ServerProces
         stream.stop_sending()
     assert server.proc.wait(30) == 0
     assert not any(Path(f"/proc/{w.pid}").exists() for w in found)
-
-
-def test_a_real_leak_is_still_caught_with_workers(server: ServerProcess) -> None:
-    """The audit compares the sum over workers with the sidecar's slots: a slot held outside every worker (an
-    engine session opened on the sidecar's own socket, which no worker counts) is reported by each worker
-    within two health intervals (2 s each), and the counts agree again once it is gone."""
-    import socket
-
-    from engine_api.frames import HEADER, frame, frames_socket
-    from engine_api.v1 import engine_pb2
-
-    log_start = server.log_path.stat().st_size
-    engine_socket = Path(workers(server)[0].peer_dir) / "engine.sock"
-    leak = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    leak.connect(str(frames_socket(engine_socket)))
-    leak.sendall(frame(engine_pb2.SessionInput(open=engine_pb2.Open(session_id="leak", sample_rate_hz=16000))))
-    (size,) = HEADER.unpack(leak.recv(HEADER.size, socket.MSG_WAITALL))
-    opened = engine_pb2.SessionOutput.FromString(leak.recv(size, socket.MSG_WAITALL))
-    assert opened.HasField("opened"), opened
-    try:
-        started = time.monotonic()
-        caught: dict[int, float] = {}
-        while len(caught) < 2 and time.monotonic() - started < 10:
-            for worker in workers(server):
-                capacity = worker.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=5).capacity
-                if capacity.mismatches and worker.index not in caught:
-                    caught[worker.index] = time.monotonic() - started
-                    assert (capacity.service_sessions, capacity.sidecar_slots) == (0, 1), capacity
-            time.sleep(0.2)
-        print(f"\ninjected leak reported by each worker after: {caught}")
-        assert sorted(caught) == [0, 1] and max(caught.values()) <= 2 * 2.0 + 1.0, caught
-    finally:
-        leak.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and "capacity_agrees_again" not in server.log()[log_start:]:
-        time.sleep(0.2)
-    text = server.log()[log_start:]
-    assert text.count('"event": "capacity_mismatch"') == 2, "one per worker, once"
-    assert "capacity_agrees_again" in text
