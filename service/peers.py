@@ -28,6 +28,8 @@ log = structlog.get_logger("peers")
 # Call metadata a relay does not copy: the transport's own (the relay's call makes its own).
 NOT_FORWARDED = frozenset({"user-agent", "content-type", "te", "host", "authority"})
 STATUS_DETAILS = "grpc-status-details-bin"
+# grpc.aio's status for a call whose write failed, in place of the real one (grpc/grpc#36066).
+AIO_FAILED_WRITE = "Internal error from Core"
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,7 @@ class ResumeRelay:
                     self._idle.set()
         if failure is None:
             return
-        if (
-            not answered
-            and failure.code() == grpc.StatusCode.UNAVAILABLE
-            and not any(k == STATUS_DETAILS for k, _ in failure.trailing_metadata() or ())
-        ):
+        if not answered and _nobody_answered(failure):
             # Nobody answers on the owner's socket: that worker died and its sessions with it.
             raise errors.StreamError(
                 grpc.StatusCode.NOT_FOUND,
@@ -157,6 +155,18 @@ async def _pump(
         raise
     except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
         pass  # the owner's call has ended: its status is what the client gets
+
+
+def _nobody_answered(failure: grpc.aio.AioRpcError) -> bool:
+    """The owner's socket did not answer: UNAVAILABLE, or the INTERNAL "Internal error from Core" that
+    grpc.aio puts in its place when our first write is what failed (grpc/grpc#36066). A status the owner
+    sent carries its ErrorInfo."""
+    if any(k == STATUS_DETAILS for k, _ in failure.trailing_metadata() or ()):
+        return False
+    code = failure.code()
+    return code == grpc.StatusCode.UNAVAILABLE or (
+        code == grpc.StatusCode.INTERNAL and failure.details() == AIO_FAILED_WRITE
+    )
 
 
 def _decode_error(pump: asyncio.Task[None]) -> DecodeError | None:

@@ -51,6 +51,25 @@ export interface ErrorDetails {
 export function errorDetails(err: grpc.ServiceError): ErrorDetails;
 export function formatError(details: ErrorDetails): string;
 
+/** How a stream with `resume` reconnects (resume.js). */
+export interface ResumePolicy {
+  /** Reconnects in a row for one disconnect (reset once a response arrives). */
+  maxAttempts: number;
+  /** The first pause between attempts, doubled each time up to maxBackoffMs. */
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** Audio kept unacknowledged; reading the audio iterable waits beyond it. */
+  maxUnackedBytes: number;
+  flowStatusIntervalMs: number;
+  /** After SessionEnded{DRAINING} with audio left: go on in a new session. */
+  reconnectOnDrain: boolean;
+  /** A session lost with its server process: redo it from the last final in a new session. */
+  restartLostSessions: boolean;
+  /** How long a resume refused with SESSION_ATTACHED is retried. */
+  attachedWaitMs: number;
+}
+export const DEFAULT_POLICY: Readonly<ResumePolicy>;
+
 export interface StreamOptions {
   /** Speed against real time (1 = real time); null or 0: no pacing. */
   pace?: number | null;
@@ -58,6 +77,8 @@ export interface StreamOptions {
   onResponse?: (response: StreamingRecognizeResponse__Output) => void;
   metadata?: grpc.Metadata;
   deadline?: grpc.Deadline;
+  /** Survive a dropped connection, a drain and a lost worker (raw encodings only). */
+  resume?: boolean | Partial<ResumePolicy>;
 }
 export interface StreamResult {
   responses: StreamingRecognizeResponse__Output[];

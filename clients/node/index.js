@@ -20,6 +20,7 @@ const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 const protobuf = require('protobufjs');
+const { DEFAULT_POLICY, resumingStream } = require('./resume');
 
 const PROTO_DIR = path.join(__dirname, 'proto');
 const SPEECH_PROTO = 'voxgate/v1/speech.proto';
@@ -126,13 +127,25 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * options.bytesPerSecond: audio bytes per second (for pacing).
  * options.onResponse(response): called for every StreamingRecognizeResponse.
  * options.metadata: a grpc.Metadata for the call; options.deadline: a Date or ms timestamp.
+ * options.resume: true (or a policy object, fields as in resume.js's DEFAULT_POLICY) to survive
+ *   what ends a connection but not the call: a dropped connection is resumed, a draining server
+ *   is continued in a new session, a session lost with its server process is redone from its
+ *   last final (see resume.js). The caller sees one stream. Needs a raw encoding.
  *
  * Resolves to { responses, finals, ended } when the server closes with OK; rejects with
  * the grpc-js error (with `statusDetails` from errorDetails) otherwise.
  */
 function streamRecognize(client, config, audio, options = {}) {
-  const { pace = null, bytesPerSecond = 0, onResponse, metadata, deadline } = options;
+  const { pace = null, bytesPerSecond = 0, metadata, deadline } = options;
   if (pace && !(bytesPerSecond > 0)) throw new Error('pacing needs bytesPerSecond');
+  if (!options.resume) return oneConnection(client, config, audio, options);
+  const connect = (request, pieces, onResponse) => oneConnection(client, request, pieces, { onResponse, metadata, deadline });
+  return resumingStream(connect, config, audio, options, grpc, errorDetails);
+}
+
+/** One call of StreamingRecognize: streamRecognize without resume. */
+function oneConnection(client, config, audio, options) {
+  const { pace = null, bytesPerSecond = 0, onResponse, metadata, deadline } = options;
   const call = client.StreamingRecognize(metadata || new grpc.Metadata(), deadline ? { deadline } : {});
   const responses = [];
   let done = false;
@@ -285,6 +298,7 @@ function formatError(details) {
 }
 
 module.exports = {
+  DEFAULT_POLICY,
   LOADER_OPTIONS,
   PROTO_DIR,
   chunks,

@@ -1,15 +1,12 @@
 """The Node and Go clients (clients/node, clients/go) against a live server.
 
-Each test builds what it runs: `npm ci` in clients/node when its node_modules are
-missing, and the Go example with clients/go/build.sh into a temporary directory.
-Without node/npm or go (+ Debian's Go gRPC packages) the tests skip with the
-reason, unless VOXGATE_REQUIRE_CLIENT_TOOLCHAINS=1 (CI sets it), where they fail.
+Each test builds what it runs (tests/integration/client_examples.py): without node/npm or go the tests skip
+with the reason, unless VOXGATE_REQUIRE_CLIENT_TOOLCHAINS=1 (CI sets it), where they fail.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -20,64 +17,22 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import FIXTURES, ROOT, ServerProcess, word_error_rate
+from tests.integration.client_examples import (
+    BUILD_TIMEOUT_S,
+    NODE_DIR,
+    TOOLCHAINS,
+    go_example,
+    node_example,
+    tail,
+    unavailable,
+)
 
-NODE_DIR = ROOT / "clients" / "node"
-GO_DIR = ROOT / "clients" / "go"
 CLIP = FIXTURES / "audio" / "go_forward.wav"
 CLIP_TEXT = "go forward ten meters"
 MAX_WER = 0.25  # as in test_sphinx_speech.py
 FINAL_LINE = re.compile(r"^\[(\d+\.\d\d)s → (\d+\.\d\d)s\] (\S.*)$")
-REQUIRED = os.environ.get("VOXGATE_REQUIRE_CLIENT_TOOLCHAINS") == "1"
-# The first Go test builds the client (up to 600 s) before its own run (120 s): above pytest's 300 s default.
-pytestmark = pytest.mark.timeout(900)
-TOOLCHAINS = "scripts/ci_toolchains.sh installs them"
-
-
-def _unavailable(reason: str) -> None:
-    if REQUIRED:
-        pytest.fail(f"{reason} (VOXGATE_REQUIRE_CLIENT_TOOLCHAINS=1)")
-    pytest.skip(reason)
-
-
-def _tail(proc: subprocess.CompletedProcess[str]) -> str:
-    return (proc.stdout + proc.stderr)[-2000:]
-
-
-@pytest.fixture(scope="session")
-def node_example() -> list[str]:
-    """The command line of the Node example, with its dependencies installed in place."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("node/npm not found on PATH: the Node client needs Node.js >= 18 and npm")
-    assert node is not None and npm is not None
-    needed = ("@grpc/grpc-js", "@grpc/proto-loader", "protobufjs")
-    if not all((NODE_DIR / "node_modules" / name).is_dir() for name in needed):
-        proc = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=NODE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            _unavailable(f"`npm ci` in clients/node failed (no registry access?):\n{_tail(proc)}")
-    return [node, str(NODE_DIR / "examples" / "transcribe.js")]
-
-
-@pytest.fixture(scope="session")
-def go_example(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The Go example, built by clients/go/build.sh (GOPATH mode, Debian's Go packages)."""
-    if shutil.which("go") is None:
-        _unavailable(
-            f"go not found on PATH: the Go client needs golang-go and Debian's Go gRPC packages ({TOOLCHAINS})"
-        )
-    binary = tmp_path_factory.mktemp("go") / "transcribe"
-    proc = subprocess.run([str(GO_DIR / "build.sh"), str(binary)], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        if "cannot find package" in proc.stderr:
-            _unavailable(f"Go packages missing ({TOOLCHAINS}):\n{_tail(proc)}")
-        pytest.fail(f"clients/go/build.sh failed:\n{_tail(proc)}")
-    return [str(binary)]
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S)
+__all__ = ["go_example", "node_example"]  # fixtures
 
 
 @pytest.fixture(params=["node", "go"])
@@ -105,9 +60,9 @@ def _finals(stdout: str) -> list[tuple[float, float, str]]:
 def test_example_transcribes_real_speech(example: list[str], sphinx_server: ServerProcess) -> None:
     """Paced in real time, as a live source: the transcript of go_forward.wav on PocketSphinx."""
     proc = _run(example, CLIP, sphinx_server)
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     finals = _finals(proc.stdout)
-    assert finals, f"no final result printed:\n{_tail(proc)}"
+    assert finals, f"no final result printed:\n{tail(proc)}"
     for start, end, _ in finals:
         assert 0 <= start < end <= 2.79 + 0.05
     assert [s for s, _, _ in finals] == sorted(s for s, _, _ in finals)
@@ -126,7 +81,7 @@ def test_example_downmixes_stereo(example: list[str], sphinx_server: ServerProce
         out.setframerate(rate)
         out.writeframes(stereo)
     proc = _run(example, path, sphinx_server, "--no-pace")
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     text = " ".join(t for _, _, t in _finals(proc.stdout))
     assert word_error_rate(CLIP_TEXT, text) <= MAX_WER, text
 
@@ -135,10 +90,10 @@ def test_example_prints_what_the_python_cli_prints(example: list[str], fake_serv
     """On the deterministic fake engine the three clients print the same lines."""
     python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
     expected = _run(python_cli, CLIP, fake_server, "--no-pace")
-    assert expected.returncode == 0, _tail(expected)
+    assert expected.returncode == 0, tail(expected)
     assert _finals(expected.stdout)
     proc = _run(example, CLIP, fake_server, "--no-pace")
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     assert proc.stdout == expected.stdout
 
 
@@ -152,7 +107,7 @@ def test_rpc_error_exits_nonzero_with_the_reason(
         out.setframerate(4000)
         out.writeframes(b"\0\0" * 4000)
     proc = _run(example, path, fake_server)
-    assert proc.returncode == 1, _tail(proc)
+    assert proc.returncode == 1, tail(proc)
     assert proc.stdout == ""
     assert "INVALID_ARGUMENT (UNSUPPORTED_AUDIO_FORMAT)" in proc.stderr, proc.stderr
     assert "sample_rate_hz" in proc.stderr
@@ -160,7 +115,7 @@ def test_rpc_error_exits_nonzero_with_the_reason(
 
 def test_unreadable_file_is_a_usage_error(example: list[str], fake_server: ServerProcess, tmp_path: Path) -> None:
     proc = _run(example, tmp_path / "missing.wav", fake_server)
-    assert proc.returncode == 2, _tail(proc)
+    assert proc.returncode == 2, tail(proc)
     assert "cannot read" in proc.stderr
 
 
@@ -172,15 +127,15 @@ def test_generated_clients_match_proto() -> None:
     tools = ("protoc", "protoc-gen-go", "protoc-gen-go-grpc", "node", "npm")
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        _unavailable(f"{', '.join(missing)} not found: cannot regenerate the Go/Node code to compare ({TOOLCHAINS})")
+        unavailable(f"{', '.join(missing)} not found: cannot regenerate the Go/Node code to compare ({TOOLCHAINS})")
     proc = subprocess.run(
         [str(ROOT / "scripts" / "gen_clients.sh"), "--check"], capture_output=True, text=True, timeout=300
     )
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
 
 
 def _json_lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
@@ -242,7 +197,7 @@ def test_example_sends_a_multichannel_wav_as_the_python_cli_does(
     python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
     expected = _run(python_cli, path, sphinx_server, "--no-pace", "--channels", channels)
     proc = _run(example, path, sphinx_server, "--no-pace", "--channels", channels)
-    assert expected.returncode == 0 and proc.returncode == 0, _tail(expected) + _tail(proc)
+    assert expected.returncode == 0 and proc.returncode == 0, tail(expected) + tail(proc)
 
     def by_channel(stdout: str) -> dict[str, list[str]]:
         lines: dict[str, list[str]] = {}

@@ -3,7 +3,7 @@
 // Transcribe a WAV file with a voxgate server; prints each final result as
 // "[start → end] text", like `voxgate transcribe`.
 //
-//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix]
+//   node examples/transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix] [--no-resume]
 //   node examples/transcribe.js --capabilities [--server host:port]
 //
 // --json prints the session's start, every result (interim and final) and the end as
@@ -14,15 +14,20 @@
 // --channels sends a multichannel WAV's channels (else it is downmixed here): "separate" has each
 // recognized on its own (finals prefixed "[chN] ", N 1-based), "mix" has the server downmix them.
 //
+// The stream resumes by default, as `voxgate transcribe` does: a dropped connection is resumed,
+// a draining server is continued in a new session, a session lost with its server process is
+// redone from its last final. --no-resume: one connection, and its end is the end.
+//
 // Exit status: 0 on success, 1 when the RPC fails (the status code and
 // ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
 const voxgate = require('..');
 
-const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix]\n'
+const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix] [--no-resume]\n'
   + '       transcribe.js --capabilities [--server host:port]';
 
 function parseArgs(argv) {
-  const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false, channels: null };
+  const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false, channels: null,
+    resume: true };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -33,6 +38,7 @@ function parseArgs(argv) {
     else if (arg.startsWith('--server=')) args.server = arg.slice('--server='.length);
     else if (arg === '--no-pace') args.pace = null;
     else if (arg === '--json') args.json = true;
+    else if (arg === '--no-resume') args.resume = false;
     else if (arg === '--capabilities') args.capabilities = true;
     else if (arg === '--channels') {
       args.channels = value();
@@ -130,7 +136,7 @@ async function main() {
     }
   };
   try {
-    await voxgate.transcribeWav(client, args.file, { pace: args.pace, channels: args.channels, onResponse });
+    await voxgate.transcribeWav(client, args.file, { pace: args.pace, channels: args.channels, resume: args.resume, onResponse });
     return 0;
   } catch (err) {
     const details = err.statusDetails || voxgate.errorDetails(err);
