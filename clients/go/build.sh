@@ -18,10 +18,10 @@ gopath="$(mktemp -d)"
 trap 'rm -rf "$gopath"' EXIT
 pkg="$gopath/src/voxgate.dev/clients/go"
 mkdir -p "$pkg"
-cp -r "$here/voxgatev1" "$here/examples" "$pkg/"
+cp -r "$here/voxgatev1" "$here/resume" "$here/examples" "$pkg/"
 
 export GO111MODULE=off GOFLAGS='' GOPATH="$gopath:${GOCODE:-/usr/share/gocode}"
 [ -n "${HOME:-}" ] || export GOCACHE="${GOCACHE:-$gopath/cache}"
 cd "$pkg"
-go vet ./voxgatev1 ./examples/...
+go vet ./voxgatev1 ./resume ./examples/...
 go build -o "$out" ./examples/transcribe

@@ -47,7 +47,7 @@ def call_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(params=["node"])
+@pytest.fixture(params=["node", "go"])
 def example(request: pytest.FixtureRequest) -> list[str]:
     cmd: list[str] = request.getfixturevalue(f"{request.param}_example")
     return cmd

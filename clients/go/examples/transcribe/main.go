@@ -1,7 +1,7 @@
 // Command transcribe streams a WAV file to a voxgate server and prints each
 // final result as "[start → end] text", like `voxgate transcribe`.
 //
-//	transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix]
+//	transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix] [-no-resume]
 //	transcribe -capabilities [-server host:port]
 //
 // The WAV must be 16-bit PCM; stereo (or more channels) is downmixed to mono, or with
@@ -15,6 +15,10 @@
 // final that replaces the utterance's interim text has "revised": true; the start says
 // the engine's "interim_stability": "append_only" or "revisable"). -capabilities prints
 // the server's GetCapabilities (engine, interim_stability) as JSON.
+//
+// The call resumes by default, as `voxgate transcribe` does (package resume): a dropped
+// connection is resumed, a draining server is continued in a new session, a session lost with
+// its server process is redone from its last final. -no-resume: one connection.
 //
 // Exit status: 0 on success, 1 when the RPC fails (the status code and the
 // google.rpc.ErrorInfo reason go to stderr), 2 on bad usage or an unreadable file.
@@ -36,6 +40,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"voxgate.dev/clients/go/resume"
 	pb "voxgate.dev/clients/go/voxgatev1"
 )
 
@@ -111,9 +116,9 @@ func readWav(path string) (*wavPCM, error) {
 	return &wavPCM{sampleRate: int(rate), channels: n, pcm: pcm, interleaved: samples[:2*n*frames]}, nil
 }
 
-// sendAudio sends the config, then the audio in chunkMs pieces paced at `pace` x real
-// time (0: as fast as flow control allows), then half-closes.
-func sendAudio(stream pb.Speech_StreamingRecognizeClient, wav *wavPCM, pace float64, channels string) error {
+// streamConfig is the session's config for `wav`, and the audio to send: mono, or with
+// -channels the file's own channels interleaved.
+func streamConfig(wav *wavPCM, channels string) (*pb.StreamingConfig, []byte, int) {
 	config := &pb.StreamingConfig{
 		Encoding:          pb.AudioEncoding_AUDIO_ENCODING_LINEAR16,
 		SampleRateHz:      int32(wav.sampleRate),
@@ -129,33 +134,28 @@ func sendAudio(stream pb.Speech_StreamingRecognizeClient, wav *wavPCM, pace floa
 			config.ChannelMode = pb.ChannelMode_CHANNEL_MODE_DOWNMIX
 		}
 	}
-	if err := stream.Send(&pb.StreamingRecognizeRequest{
-		Request: &pb.StreamingRecognizeRequest_Config{Config: config},
-	}); err != nil {
-		return err
-	}
-	chunk := wav.sampleRate * chunkMs / 1000 * frame
+	return config, audio, frame
+}
+
+// pieces gives `audio` in chunkMs pieces of whole frames, then io.EOF.
+func pieces(audio []byte, sampleRate, frame int) resume.Source {
+	chunk := sampleRate * chunkMs / 1000 * frame
 	if chunk < frame {
 		chunk = frame
 	}
-	start := time.Now()
-	bytesPerSecond := float64(wav.sampleRate * frame)
-	for sent := 0; sent < len(audio); sent += chunk {
-		if pace > 0 {
-			due := start.Add(time.Duration(float64(sent) / bytesPerSecond / pace * float64(time.Second)))
-			time.Sleep(time.Until(due))
+	sent := 0
+	return func() ([]byte, error) {
+		if sent >= len(audio) {
+			return nil, io.EOF
 		}
 		end := sent + chunk
 		if end > len(audio) {
 			end = len(audio)
 		}
-		if err := stream.Send(&pb.StreamingRecognizeRequest{
-			Request: &pb.StreamingRecognizeRequest_Audio{Audio: audio[sent:end]},
-		}); err != nil {
-			return err // io.EOF: the server ended the call; Recv reports the status
-		}
+		piece := audio[sent:end]
+		sent = end
+		return piece, nil
 	}
-	return stream.CloseSend()
 }
 
 // describe renders a failed call's status like the other clients:
@@ -286,6 +286,7 @@ type options struct {
 	json         bool
 	capabilities bool
 	channels     string // "", "separate" or "mix"
+	noResume     bool
 }
 
 // parseArgs accepts flags before and after the WAV path.
@@ -298,6 +299,7 @@ func parseArgs(args []string) (opts options, err error) {
 	fs.BoolVar(&opts.json, "json", false, "print the start, every result and the end as JSON lines")
 	fs.BoolVar(&opts.capabilities, "capabilities", false, "print the server's capabilities as JSON and exit")
 	fs.StringVar(&opts.channels, "channels", "", "send a multichannel WAV's channels: separate|mix")
+	fs.BoolVar(&opts.noResume, "no-resume", false, "one connection, whose end is the end of the call")
 	var positional []string
 	for {
 		if err = fs.Parse(args); err != nil {
@@ -353,7 +355,7 @@ func printCapabilities(client pb.SpeechClient) int {
 func run() int {
 	opts, err := parseArgs(os.Args[1:])
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix]\n"+
+		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix] [-no-resume]\n"+
 			"       transcribe -capabilities [-server host:port]\ntranscribe: error: %v\n", err)
 		return 2
 	}
@@ -376,53 +378,53 @@ func run() int {
 		return printCapabilities(client)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stream, err := client.StreamingRecognize(ctx)
+	config, audio, frame := streamConfig(wav, opts.channels)
+	streamOpts := resume.Options{Pace: opts.pace, OnResponse: func(resp *pb.StreamingRecognizeResponse) {
+		printResponse(resp, opts.json)
+	}}
+	if !opts.noResume {
+		policy := resume.DefaultPolicy()
+		streamOpts.Resume = &policy
+	}
+	err = resume.Stream(context.Background(), client, config, pieces(audio, wav.sampleRate, frame), streamOpts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
 		return 1
 	}
-	go func() { _ = sendAudio(stream, wav, opts.pace, opts.channels) }()
+	return 0
+}
 
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			return 0
+// printResponse prints finals as "[start → end] text" (or, with -json, what printJSON prints),
+// warnings and an unusual end on stderr.
+func printResponse(resp *pb.StreamingRecognizeResponse, asJSON bool) {
+	if asJSON {
+		if w, ok := resp.GetResponse().(*pb.StreamingRecognizeResponse_Warning); ok {
+			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Warning.GetCode(), w.Warning.GetMessage())
 		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "transcribe: error: %s\n", describe(err))
-			return 1
+		printJSON(resp)
+		return
+	}
+	switch r := resp.GetResponse().(type) {
+	case *pb.StreamingRecognizeResponse_Result:
+		text := strings.TrimSpace(r.Result.GetText())
+		if r.Result.GetIsFinal() && text != "" {
+			prefix := ""
+			if ch := r.Result.GetChannel(); ch != 0 {
+				prefix = fmt.Sprintf("[ch%d] ", ch)
+			}
+			fmt.Printf("%s[%.2fs → %.2fs] %s\n", prefix, seconds(r.Result.GetStartOffset()),
+				seconds(r.Result.GetEndOffset()), text)
 		}
-		if opts.json {
-			if w, ok := resp.GetResponse().(*pb.StreamingRecognizeResponse_Warning); ok {
-				fmt.Fprintf(os.Stderr, "warning: %s: %s\n", w.Warning.GetCode(), w.Warning.GetMessage())
+	case *pb.StreamingRecognizeResponse_Warning:
+		fmt.Fprintf(os.Stderr, "warning: %s: %s\n", r.Warning.GetCode(), r.Warning.GetMessage())
+	case *pb.StreamingRecognizeResponse_Ended:
+		if reason := r.Ended.GetReason(); reason != pb.SessionEndReason_SESSION_END_REASON_CLIENT_END {
+			name := strings.ToLower(strings.TrimPrefix(reason.String(), "SESSION_END_REASON_"))
+			msg := ""
+			if r.Ended.GetMessage() != "" {
+				msg = ": " + r.Ended.GetMessage()
 			}
-			printJSON(resp)
-			continue
-		}
-		switch r := resp.GetResponse().(type) {
-		case *pb.StreamingRecognizeResponse_Result:
-			text := strings.TrimSpace(r.Result.GetText())
-			if r.Result.GetIsFinal() && text != "" {
-				prefix := ""
-				if ch := r.Result.GetChannel(); ch != 0 {
-					prefix = fmt.Sprintf("[ch%d] ", ch)
-				}
-				fmt.Printf("%s[%.2fs → %.2fs] %s\n", prefix, seconds(r.Result.GetStartOffset()),
-					seconds(r.Result.GetEndOffset()), text)
-			}
-		case *pb.StreamingRecognizeResponse_Warning:
-			fmt.Fprintf(os.Stderr, "warning: %s: %s\n", r.Warning.GetCode(), r.Warning.GetMessage())
-		case *pb.StreamingRecognizeResponse_Ended:
-			if reason := r.Ended.GetReason(); reason != pb.SessionEndReason_SESSION_END_REASON_CLIENT_END {
-				name := strings.ToLower(strings.TrimPrefix(reason.String(), "SESSION_END_REASON_"))
-				msg := ""
-				if r.Ended.GetMessage() != "" {
-					msg = ": " + r.Ended.GetMessage()
-				}
-				fmt.Fprintf(os.Stderr, "session ended: %s%s\n", name, msg)
-			}
+			fmt.Fprintf(os.Stderr, "session ended: %s%s\n", name, msg)
 		}
 	}
 }
