@@ -1,4 +1,4 @@
-"""voxgate's other clients carry a call through what ends a connection but not the call: a dropped
+"""voxgate's other clients (Node, Go, C++) carry a call through what ends a connection but not the call: a dropped
 connection, a rolling restart of the workers (SIGUSR2: each drains), a worker's SIGKILL.
 
 Each example program runs against `voxgate serve --workers 2` on sphinx, and what it prints must be what an
@@ -21,11 +21,12 @@ import pytest
 
 from tests.helpers import ServerProcess, service_workers, start_server
 from tests.integration.client_examples import BUILD_TIMEOUT_S, go_example, node_example, tail
+from tests.integration.test_cpp_client import cpp_bin
 from tests.integration.test_worker_loss import PACE, speech
 from tests.relay import Relay
 
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S)
-__all__ = ["go_example", "node_example"]  # fixtures
+__all__ = ["cpp_bin", "go_example", "node_example"]  # fixtures
 FIRST_FINAL_S = 2.5  # at twice real time, a final or two in
 
 
@@ -47,8 +48,10 @@ def call_wav(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(params=["node", "go"])
+@pytest.fixture(params=["node", "go", "cpp"])
 def example(request: pytest.FixtureRequest) -> list[str]:
+    if request.param == "cpp":
+        return [str(request.getfixturevalue("cpp_bin") / "transcribe")]
     cmd: list[str] = request.getfixturevalue(f"{request.param}_example")
     return cmd
 

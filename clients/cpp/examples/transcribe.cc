@@ -3,7 +3,7 @@
 // Node and Go examples.
 //
 //   transcribe FILE [--server HOST:PORT] [--no-pace] [--speed N] [--interim] [--language CODE]
-//                   [--encoding linear16|mulaw|alaw --sample-rate HZ] [--chunk-ms MS]
+//                   [--encoding linear16|mulaw|alaw --sample-rate HZ] [--chunk-ms MS] [--no-resume]
 //
 // FILE is a WAV file (16-bit PCM, any channel count, downmixed to mono; or mono mu-law /
 // A-law) or raw audio (then --sample-rate is required; --encoding, default linear16, says
@@ -14,6 +14,10 @@
 // Interim results: on a terminal, a live line redrawn as they come; --interim prints each
 // one as a line "(interim) text" instead (for pipes and logs).
 //
+// The call resumes by default, as `voxgate transcribe` does (resume.h): a dropped connection is
+// resumed, a draining server is continued in a new session, a session lost with its server
+// process is redone from its last final. --no-resume: one connection, whose end is the end.
+//
 // Exit status: 0 on success, 1 when the RPC fails (the status code, voxgate's
 // google.rpc.ErrorInfo reason and any field violation go to stderr), 2 on bad usage or an
 // unreadable file.
@@ -23,8 +27,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "resume.h"
 #include "support.h"
 #include "voxgate/v1/speech.grpc.pb.h"
 
@@ -34,7 +38,7 @@ namespace {
 
 const char kUsage[] =
     "usage: transcribe FILE [--server HOST:PORT] [--no-pace] [--speed N] [--interim] [--language CODE]\n"
-    "                       [--encoding linear16|mulaw|alaw] [--sample-rate HZ] [--chunk-ms MS]\n";
+    "                       [--encoding linear16|mulaw|alaw] [--sample-rate HZ] [--chunk-ms MS] [--no-resume]\n";
 
 double Seconds(const google::protobuf::Duration& d) { return d.seconds() + d.nanos() / 1e9; }
 
@@ -100,7 +104,7 @@ class Printer {
 };
 
 int Run(int argc, char** argv) {
-  vgx::Args args(argc, argv, {"no-pace", "interim", "help", "h"},
+  vgx::Args args(argc, argv, {"no-pace", "no-resume", "interim", "help", "h"},
                  {"server", "speed", "language", "encoding", "sample-rate", "chunk-ms"});
   if (args.Flag("help") || args.Flag("h")) {
     std::fputs(kUsage, stdout);
@@ -130,38 +134,28 @@ int Run(int argc, char** argv) {
 
   auto channel = grpc::CreateChannel(args.Get("server", "127.0.0.1:50051"), grpc::InsecureChannelCredentials());
   std::unique_ptr<pb::Speech::Stub> stub = pb::Speech::NewStub(channel);
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::StreamingRecognizeRequest, pb::StreamingRecognizeResponse>> stream =
-      stub->StreamingRecognize(&context);
 
-  pb::StreamingRecognizeRequest first;
-  pb::StreamingConfig* config = first.mutable_config();
-  config->set_encoding(ToProto(audio.encoding));
-  config->set_sample_rate_hz(audio.sample_rate);
-  config->set_audio_channel_count(1);
-  config->set_language_code(args.Get("language", ""));
-  config->set_interim_results(true);
+  pb::StreamingConfig config;
+  config.set_encoding(ToProto(audio.encoding));
+  config.set_sample_rate_hz(audio.sample_rate);
+  config.set_audio_channel_count(1);
+  config.set_language_code(args.Get("language", ""));
+  config.set_interim_results(true);
 
-  // One thread sends (config, paced audio, half-close) while this one reads the responses.
   const std::vector<std::string> chunks = vgx::Chunks(audio, static_cast<int>(chunk_ms));
-  const double bytes_per_second = static_cast<double>(audio.sample_rate) * vgx::BytesPerSample(audio.encoding);
-  vgx::Pacer pacer(args.Flag("no-pace") ? 0 : speed);
-  std::thread writer([&] {
-    if (!stream->Write(first)) return;  // the call is over: Finish() says why
-    pb::StreamingRecognizeRequest request;
-    double sent_s = 0;
-    for (const std::string& chunk : chunks) {
-      if (!pacer.WaitFor(sent_s)) return;
-      request.set_audio(chunk);
-      if (!stream->Write(request)) return;
-      sent_s += chunk.size() / bytes_per_second;
-    }
-    stream->WritesDone();
-  });
+  size_t next = 0;
+  vgx::Source source = [&](std::string* piece) {
+    if (next == chunks.size()) return false;
+    *piece = chunks[next++];
+    return true;
+  };
+  const vgx::ResumePolicy policy;
+  vgx::StreamOptions options;
+  options.pace = args.Flag("no-pace") ? 0 : speed;
+  if (!args.Flag("no-resume")) options.resume = &policy;
 
   Printer printer(args.Flag("interim"));
-  pb::StreamingRecognizeResponse response;
-  while (stream->Read(&response)) {
+  const grpc::Status status = vgx::Stream(stub.get(), config, source, options, [&](const pb::StreamingRecognizeResponse& response) {
     switch (response.response_case()) {
       case pb::StreamingRecognizeResponse::kResult:
         printer.Result(response.result());
@@ -180,12 +174,9 @@ int Run(int argc, char** argv) {
         }
         break;
       default:
-        break;  // started, speech events, flow status
+        break;  // started, speech events
     }
-  }
-  pacer.Stop();
-  writer.join();
-  const grpc::Status status = stream->Finish();
+  });
   printer.Finish();
   if (!status.ok()) {
     std::fprintf(stderr, "transcribe: error: %s\n", vgx::Describe(status).c_str());
