@@ -30,7 +30,7 @@ def unavailable(reason: str) -> None:
 
 
 def tail(proc: subprocess.CompletedProcess[str]) -> str:
-    return (proc.stdout + proc.stderr)[-2000:]
+    return (proc.stdout + proc.stderr)[-3000:]
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ import riva.client
 import soxr
 
 from tests.helpers import FIXTURES, ROOT, ServerProcess, read_wav_pcm, word_error_rate
+from tests.integration.client_examples import TOOLCHAINS, tail, unavailable
 from voxgate_client.g711 import encode_mulaw
 
 CPP_DIR = ROOT / "clients" / "cpp"
@@ -44,21 +45,9 @@ MAX_WER = 0.25  # as in test_sphinx_speech.py
 REVISABLE_STABILITY = 0.5
 FINAL_LINE = re.compile(r"^\[(\d+\.\d\d)s → (\d+\.\d\d)s\] (\S.*)$")
 INTERIM_PREFIX = "(interim) "
-REQUIRED = os.environ.get("VOXGATE_REQUIRE_CLIENT_TOOLCHAINS") == "1"
-TOOLCHAINS = "scripts/ci_toolchains.sh installs them"
 CACHE_MAX_AGE_S = 30 * 24 * 3600  # cached builds not used for this long are removed
 # A cold build (up to 900 s on a loaded box) comes before the first test's own runs.
 pytestmark = pytest.mark.timeout(1200)
-
-
-def _unavailable(reason: str) -> None:
-    if REQUIRED:
-        pytest.fail(f"{reason} (VOXGATE_REQUIRE_CLIENT_TOOLCHAINS=1)")
-    pytest.skip(reason)
-
-
-def _tail(proc: subprocess.CompletedProcess[str]) -> str:
-    return (proc.stdout + proc.stderr)[-3000:]
 
 
 def _cache_dir() -> Path:
@@ -104,12 +93,12 @@ def cpp_bin() -> Path:
     cxx = os.environ.get("CXX", "g++")
     missing = [tool for tool in ("make", cxx, "pkg-config", "protoc", "grpc_cpp_plugin") if shutil.which(tool) is None]
     if missing:
-        _unavailable(
+        unavailable(
             f"{', '.join(missing)} not found: the C++ examples need make, g++, pkg-config, "
             f"protobuf-compiler-grpc and libgrpc++-dev ({TOOLCHAINS})"
         )
     if subprocess.run(["pkg-config", "--exists", "grpc++", "protobuf"]).returncode != 0:
-        _unavailable(f"pkg-config finds no grpc++/protobuf: libgrpc++-dev is missing ({TOOLCHAINS})")
+        unavailable(f"pkg-config finds no grpc++/protobuf: libgrpc++-dev is missing ({TOOLCHAINS})")
     cache = _cache_dir()
     out = cache / _build_key(cxx)
     binaries = (out / "transcribe", out / "riva_transcribe")
@@ -123,7 +112,7 @@ def cpp_bin() -> Path:
         )
         if proc.returncode != 0:
             shutil.rmtree(work, ignore_errors=True)
-            pytest.fail(f"make -C clients/cpp failed:\n{_tail(proc)}")
+            pytest.fail(f"make -C clients/cpp failed:\n{tail(proc)}")
         for scratch in ("obj", "gen"):  # only the two binaries are kept
             shutil.rmtree(work / scratch, ignore_errors=True)
         try:
@@ -184,9 +173,9 @@ def test_transcribes_real_speech_in_real_time(cpp_bin: Path, sphinx_server: Serv
     started = time.monotonic()
     proc = _run(cpp_bin / "transcribe", CLIP, sphinx_server)
     elapsed = time.monotonic() - started
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     finals = _finals(proc.stdout)
-    assert finals, f"no final result printed:\n{_tail(proc)}"
+    assert finals, f"no final result printed:\n{tail(proc)}"
     assert INTERIM_PREFIX not in proc.stdout, "interim lines only with --interim (stdout is no terminal)"
     duration = _duration_s(CLIP)
     assert elapsed >= duration * 0.9, f"{elapsed:.2f}s for {duration:.2f}s of audio: not paced"
@@ -199,10 +188,10 @@ def test_transcribes_real_speech_in_real_time(cpp_bin: Path, sphinx_server: Serv
 
 def test_interim_lines_come_before_their_final(cpp_bin: Path, sphinx_server: ServerProcess) -> None:
     proc = _run(cpp_bin / "transcribe", CLIP, sphinx_server, "--no-pace", "--interim")
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     lines = proc.stdout.splitlines()
     interims = [line.removeprefix(INTERIM_PREFIX) for line in lines if line.startswith(INTERIM_PREFIX)]
-    assert interims, f"no interim line:\n{_tail(proc)}"
+    assert interims, f"no interim line:\n{tail(proc)}"
     assert lines[-1].startswith("["), "the utterance ends with its final"
     # one utterance: each interim only extends the one before (the final may revise them: PocketSphinx)
     assert all(b.startswith(a) for a, b in zip(interims, interims[1:], strict=False)), interims
@@ -251,10 +240,10 @@ def test_prints_what_the_python_cli_prints(
         text=True,
         timeout=120,
     )
-    assert expected.returncode == 0, _tail(expected)
+    assert expected.returncode == 0, tail(expected)
     assert _finals(expected.stdout)
     proc = _run(cpp_bin / "transcribe", path, fake_server, "--no-pace", *args)
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     assert proc.stdout == expected.stdout
 
 
@@ -264,18 +253,18 @@ def test_rpc_error_exits_1_with_the_status_and_reason(
     # below the 8 kHz minimum: INVALID_ARGUMENT / UNSUPPORTED_AUDIO_FORMAT
     path = _write_wav(tmp_path / "4khz.wav", b"\0\0" * 4000, 4000)
     proc = _run(cpp_bin / "transcribe", path, fake_server)
-    assert proc.returncode == 1, _tail(proc)
+    assert proc.returncode == 1, tail(proc)
     assert proc.stdout == ""
     assert proc.stderr.startswith("transcribe: error: INVALID_ARGUMENT (UNSUPPORTED_AUDIO_FORMAT): "), proc.stderr
     assert "; config.sample_rate_hz: " in proc.stderr, "the BadRequest field violation"
 
 
-def test_an_unreachable_server_is_unavailable(cpp_bin: Path) -> None:
+def test_an_unreachable_server_isunavailable(cpp_bin: Path) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         target = f"127.0.0.1:{sock.getsockname()[1]}"
     proc = _run(cpp_bin / "transcribe", CLIP, target, timeout=60)
-    assert proc.returncode == 1, _tail(proc)
+    assert proc.returncode == 1, tail(proc)
     assert proc.stderr.startswith("transcribe: error: UNAVAILABLE"), proc.stderr
 
 
@@ -299,7 +288,7 @@ def test_bad_usage_or_unreadable_input_exits_2(
     cpp_bin: Path, tmp_path: Path, make_input: Any, extra: tuple[str, ...], message: str
 ) -> None:
     proc = _run(cpp_bin / "transcribe", make_input(tmp_path), "127.0.0.1:1", *extra)
-    assert proc.returncode == 2, _tail(proc)
+    assert proc.returncode == 2, tail(proc)
     assert message in proc.stderr and proc.stdout == ""
 
 
@@ -308,7 +297,7 @@ def test_bad_usage_or_unreadable_input_exits_2(
 
 def _riva(cpp_bin: Path, audio: Path, server: ServerProcess, *extra: str) -> list[dict[str, Any]]:
     proc = _run(cpp_bin / "riva_transcribe", audio, server, *extra)
-    assert proc.returncode == 0, _tail(proc)
+    assert proc.returncode == 0, tail(proc)
     assert proc.stderr == "", proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
@@ -416,7 +405,7 @@ def test_riva_no_interim_gives_finals_only(cpp_bin: Path, sphinx_server: ServerP
 def test_riva_error_names_the_riva_field(cpp_bin: Path, sphinx_server: ServerProcess, tmp_path: Path) -> None:
     path = _write_wav(tmp_path / "4khz.wav", b"\0\0" * 4000, 4000)
     proc = _run(cpp_bin / "riva_transcribe", path, sphinx_server)
-    assert proc.returncode == 1, _tail(proc)
+    assert proc.returncode == 1, tail(proc)
     assert proc.stdout == ""
     assert proc.stderr.startswith("riva_transcribe: error: INVALID_ARGUMENT (UNSUPPORTED_AUDIO_FORMAT): ")
     assert "; streaming_config.config.sample_rate_hertz: " in proc.stderr, proc.stderr
