@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .phrases import PhraseHintSupport
+
 
 class InterimStability(StrEnum):
     """Whether an engine's interim text may be revised by its final (the wire carries the value)."""
@@ -85,3 +87,4 @@ class EngineInfo:
     position_mode_reason: str = ""  # why not re-anchoring
     position_runtime: PositionRuntime | None = None  # engines with a position clock, once started
     interim_stability: InterimStability = InterimStability.APPEND_ONLY
+    phrase_hints: PhraseHintSupport = PhraseHintSupport.NONE

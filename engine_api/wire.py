@@ -79,6 +79,7 @@ def opened_to_proto(info: EngineInfo) -> pb.SessionOutput:
             position_mode=info.position_mode,
             position_mode_reason=info.position_mode_reason,
             interim_stability=info.interim_stability,
+            phrase_hints=info.phrase_hints,
         )
     )
 
@@ -130,6 +131,7 @@ def status_to_proto(
         position_mode_reason=info.position_mode_reason,
         position_runtime=runtime_to_proto(info.position_runtime),
         interim_stability=info.interim_stability,
+        phrase_hints=info.phrase_hints,
         admitting=status.admitting,
         admission_refusal=status.refusal,
         frontend_sockets=list(frontend_sockets),

@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from voxgate_client.v1 import speech_pb2 as pb
 from voxgate_client.v1 import speech_pb2_grpc
 
-from . import errors, metrics, proto_edge, request_stream, tracing
+from . import errors, metrics, phrase_hints, proto_edge, request_stream, tracing
 from .audio.decode import Encoding
 from .capacity import CapacityAudit, CapacityCounts
 from .clock import Clock
@@ -335,6 +335,7 @@ class SpeechServicer(speech_pb2_grpc.SpeechServicer):
             position_mode_reason=status.position_mode_reason if status else "",
             position_runtime=proto_edge.position_runtime(status),
             interim_stability=proto_edge.interim_stability(status.interim_stability if status else ""),
+            phrase_hints=phrase_hints.capabilities(status.phrase_hints if status else None),
         )
 
     async def drain(self, grace_s: float) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from engine_api.info import InterimStability, PositionMode
+from engine_api.phrases import PhraseHintSupport
 
 from .transcript import Result
 
@@ -51,6 +52,7 @@ class Started:
     position_mode: PositionMode = PositionMode.NONE  # the engine's
     position_mode_reason: str = ""
     interim_stability: InterimStability = InterimStability.NONE  # the engine's
+    phrase_hints: PhraseHintSupport = PhraseHintSupport.NONE  # what the engine does with phrase hints
 
 
 @dataclass(frozen=True)

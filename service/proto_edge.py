@@ -8,7 +8,7 @@ from engine_api.info import InterimStability, PositionMode
 from engine_api.v1 import engine_pb2
 from voxgate_client.v1 import speech_pb2 as pb
 
-from . import errors
+from . import errors, phrase_hints
 from .capacity import CapacityCounts
 from .events import (
     AudioIn,
@@ -129,6 +129,7 @@ def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
         flow_status=pb.FlowStatusConfig(
             enabled=cfg.flow_status_interval_s > 0, interval_ms=round(cfg.flow_status_interval_s * 1000)
         ),
+        phrase_hints=phrase_hints.to_proto(cfg.phrase_hints),
     )
 
 
@@ -170,6 +171,7 @@ def started(s: Started, cfg: SessionConfig, max_audio_bytes: int) -> pb.SessionS
         position_mode=position_mode(s.position_mode),
         position_mode_reason=s.position_mode_reason,
         interim_stability=interim_stability(s.interim_stability),
+        phrase_hints=phrase_hints.session_support(cfg.phrase_hints, s.phrase_hints),
     )
 
 

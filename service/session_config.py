@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from engine_api.phrases import PhraseHint
 from voxgate_client.v1 import speech_pb2 as pb
 
-from . import errors
+from . import errors, phrase_hints
 from .audio.decode import Encoding
 from .client_text import quoted
 from .config import Config
@@ -70,6 +71,7 @@ class SessionConfig:
     flow_status_interval_s: float  # 0: no FlowStatus responses
     channels: int = 1  # interleaved in the client's audio
     channel_mode: ChannelMode = ChannelMode.SEPARATE  # meaningful when channels > 1
+    phrase_hints: tuple[PhraseHint, ...] = ()  # each with its boost resolved
 
     @property
     def slots(self) -> int:
@@ -148,4 +150,5 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
         flow_status_interval_s=max(flow_interval_ms, 50) / 1000 if flow_interval_ms else 0.0,
         channels=max(msg.audio_channel_count, 1),
         channel_mode=CHANNEL_MODES[msg.channel_mode],
+        phrase_hints=phrase_hints.from_proto(msg.phrase_hints),
     )

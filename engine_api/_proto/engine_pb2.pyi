@@ -107,24 +107,52 @@ class Open(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     LANGUAGE_CODE_FIELD_NUMBER: _builtins.int
     SAMPLE_RATE_HZ_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     language_code: _builtins.str
     sample_rate_hz: _builtins.int
     """Always 16000 today; carried so the contract is explicit."""
+    @_builtins.property
+    def phrase_hints(self) -> _containers.RepeatedCompositeFieldContainer[Global___PhraseHint]:
+        """Phrases to favour, each with its boost resolved (the service checked their limits)."""
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         language_code: _builtins.str = ...,
         sample_rate_hz: _builtins.int = ...,
+        phrase_hints: _abc.Iterable[Global___PhraseHint] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["language_code", b"language_code", "sample_rate_hz", b"sample_rate_hz", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["language_code", b"language_code", "phrase_hints", b"phrase_hints", "sample_rate_hz", b"sample_rate_hz", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Open: _TypeAlias = Open  # noqa: Y015
+
+@_typing.final
+class PhraseHint(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TEXT_FIELD_NUMBER: _builtins.int
+    BOOST_FIELD_NUMBER: _builtins.int
+    text: _builtins.str
+    boost: _builtins.float
+    def __init__(
+        self,
+        *,
+        text: _builtins.str = ...,
+        boost: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boost", b"boost", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PhraseHint: _TypeAlias = PhraseHint  # noqa: Y015
 
 @_typing.final
 class AudioChunk(_message.Message):
@@ -274,6 +302,7 @@ class Opened(_message.Message):
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     engine: _builtins.str
     model: _builtins.str
     frame_ms: _builtins.int
@@ -290,6 +319,8 @@ class Opened(_message.Message):
     """"append_only": the deltas of an utterance are its final text. "revisable": the engine may send a
     Revision before the Flushed (or Closed) that ends an utterance.
     """
+    phrase_hints: _builtins.str
+    """What the engine does with phrase hints: "boost", "prompt", or "" (ignores them)."""
     def __init__(
         self,
         *,
@@ -300,10 +331,11 @@ class Opened(_message.Message):
         position_mode: _builtins.str = ...,
         position_mode_reason: _builtins.str = ...,
         interim_stability: _builtins.str = ...,
+        phrase_hints: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "frame_ms", b"frame_ms", "interim_stability", b"interim_stability", "model", b"model", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "transcription_delay_ms", b"transcription_delay_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["engine", b"engine", "frame_ms", b"frame_ms", "interim_stability", b"interim_stability", "model", b"model", "phrase_hints", b"phrase_hints", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "transcription_delay_ms", b"transcription_delay_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -516,6 +548,7 @@ class GetStatusResponse(_message.Message):
     ADMITTING_FIELD_NUMBER: _builtins.int
     ADMISSION_REFUSAL_FIELD_NUMBER: _builtins.int
     FRONTEND_SOCKETS_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     ready: _builtins.bool
     engine: _builtins.str
     model: _builtins.str
@@ -536,6 +569,8 @@ class GetStatusResponse(_message.Message):
     """
     admission_refusal: _builtins.str
     """Why not, when admitting is false."""
+    phrase_hints: _builtins.str
+    """As in Opened."""
     @_builtins.property
     def languages(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -578,10 +613,11 @@ class GetStatusResponse(_message.Message):
         admitting: _builtins.bool | None = ...,
         admission_refusal: _builtins.str = ...,
         frontend_sockets: _abc.Iterable[_builtins.str] | None = ...,
+        phrase_hints: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "admitting", b"admitting", "position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "active_sessions", b"active_sessions", "admission_refusal", b"admission_refusal", "admitting", b"admitting", "counters", b"counters", "engine", b"engine", "frontend_sockets", b"frontend_sockets", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_admitting", b"_admitting", "active_sessions", b"active_sessions", "admission_refusal", b"admission_refusal", "admitting", b"admitting", "counters", b"counters", "engine", b"engine", "frontend_sockets", b"frontend_sockets", "interim_stability", b"interim_stability", "languages", b"languages", "max_sessions", b"max_sessions", "model", b"model", "opening_sessions", b"opening_sessions", "phrase_hints", b"phrase_hints", "pid", b"pid", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime", "ready", b"ready", "sessions", b"sessions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__admitting: _TypeAlias = _typing.Literal["admitting"]  # noqa: Y015
     _WhichOneofArgType__admitting: _TypeAlias = _typing.Literal["_admitting", b"_admitting"]  # noqa: Y015

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from engine_api.info import EngineInfo
 from engine_api.outputs import EngineOutput
+from engine_api.phrases import PhraseHint
 from engine_api.status import EngineStatus
 
 
@@ -51,7 +52,11 @@ class Engine(Protocol):
 
     async def start(self) -> None: ...
 
-    async def open_session(self, session_id: str, language_code: str) -> EngineSession: ...
+    async def open_session(
+        self, session_id: str, language_code: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> EngineSession:
+        """A new session. `phrase_hints`: what the engine favours, if its info.phrase_hints says it can."""
+        ...
 
     def counters(self) -> dict[str, int]: ...
 

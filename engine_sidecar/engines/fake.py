@@ -11,6 +11,9 @@ Script (JSON file passed as the model; every key optional):
    "open_ms": 0,                              # time to open a session (like loading a decoder;
                                               #   counted as engine_waiting meanwhile)
    "refuse_while": ""}                        # admission off (status) while this file exists
+
+Phrase hints stand in for biasing where tests can see it: the words of the phrases with a positive boost, in
+order, replace the vocabulary the generated words cycle through.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import EngineInfo
 from engine_api.outputs import Delta, Flushed
+from engine_api.phrases import PhraseHint, PhraseHintSupport
 from engine_api.status import EngineStatus
 from engine_sidecar.engines.base import ChannelSession
 from engine_sidecar.engines.engine import EngineCounters
@@ -54,13 +58,20 @@ class FakeScript:
         return cls(words=words, **raw)
 
 
+def _vocabulary(hints: tuple[PhraseHint, ...]) -> tuple[str, ...]:
+    """The words generated words cycle through: the favoured phrases' words, else VOCABULARY."""
+    favoured = tuple(word for h in hints if h.boost > 0 for word in h.text.split())
+    return favoured or VOCABULARY
+
+
 class FakeSession(ChannelSession):
-    def __init__(self, script: FakeScript, counters: EngineCounters) -> None:
+    def __init__(self, script: FakeScript, counters: EngineCounters, phrase_hints: tuple[PhraseHint, ...] = ()) -> None:
         super().__init__(counters)
         self._script = script
         self._speech_ms = 0
         self._pending = list(script.words)
         self._generated = 0
+        self._vocabulary = _vocabulary(phrase_hints)
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         s = self._script
@@ -76,7 +87,7 @@ class FakeSession(ChannelSession):
             while self._speech_ms >= s.word_ms:
                 self._speech_ms -= s.word_ms
                 start = self._audio_ms + chunk_ms - self._speech_ms - s.word_ms
-                self._pending.append((VOCABULARY[self._generated % len(VOCABULARY)], max(start, 0)))
+                self._pending.append((self._vocabulary[self._generated % len(self._vocabulary)], max(start, 0)))
                 self._generated += 1
         self._audio_ms += chunk_ms
         await self._emit_until(self._audio_ms - s.delay_ms)
@@ -97,7 +108,11 @@ class FakeEngine:
     def __init__(self, script_path: str, max_sessions: int) -> None:
         self._script = FakeScript.load(script_path)
         self.info = EngineInfo(
-            name="fake", model=script_path or "fake (default script)", max_sessions=max_sessions, languages=("en-US",)
+            name="fake",
+            model=script_path or "fake (default script)",
+            max_sessions=max_sessions,
+            languages=("en-US",),
+            phrase_hints=PhraseHintSupport.BOOST,
         )
         self._counters = EngineCounters()
         self._opening = 0  # sessions waiting in open_session (open_ms): its queue, reported as engine_waiting
@@ -105,7 +120,9 @@ class FakeEngine:
     async def start(self) -> None:
         return None
 
-    async def open_session(self, session_id: str, language_code: str) -> FakeSession:
+    async def open_session(
+        self, session_id: str, language_code: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> FakeSession:
         if self._script.open_ms:
             self._opening += 1
             try:
@@ -113,7 +130,7 @@ class FakeEngine:
             finally:
                 self._opening -= 1
         self._counters.opened()
-        return FakeSession(self._script, self._counters)
+        return FakeSession(self._script, self._counters, phrase_hints)
 
     def status(self) -> EngineStatus:
         gate = self._script.refuse_while

@@ -21,6 +21,7 @@ import os
 from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
 from engine_api.info import EngineInfo, InterimStability
 from engine_api.outputs import Flushed
+from engine_api.phrases import PhraseHint
 from engine_api.status import EngineStatus
 from engine_sidecar.engines.base import ChannelSession
 from engine_sidecar.engines.engine import EngineCounters
@@ -156,7 +157,9 @@ class SphinxEngine:
         if self._spare is None:
             self._spare = asyncio.ensure_future(asyncio.to_thread(self._new_decoder))
 
-    async def open_session(self, session_id: str, language_code: str) -> SphinxSession:
+    async def open_session(
+        self, session_id: str, language_code: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> SphinxSession:
         spare, self._spare = self._spare, None
         decoder = await spare if spare is not None else await asyncio.to_thread(self._new_decoder)
         self._spare_decoder()

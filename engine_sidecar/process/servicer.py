@@ -13,6 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import grpc
 import structlog
 
+from engine_api.phrases import PhraseHint
 from engine_api.v1 import engine_pb2 as pb
 from engine_api.v1 import engine_pb2_grpc
 from engine_api.wire import opened_to_proto, output_to_proto, status_to_proto
@@ -58,7 +59,8 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         try:
             self._opening += 1
             try:
-                session = await self._engine.open_session(first.open.session_id, first.open.language_code)
+                hints = tuple(PhraseHint(h.text, h.boost) for h in first.open.phrase_hints)
+                session = await self._engine.open_session(first.open.session_id, first.open.language_code, hints)
             finally:
                 self._opening -= 1
             log.info("session_opened", session_id=first.open.session_id)

@@ -67,6 +67,7 @@ def voxgate_config(
     word_time_offsets: bool,
     silence_ms: int = 0,
     separate_channels: bool = False,
+    phrase_hints: pb.PhraseHints | None = None,
 ) -> pb.StreamingConfig:
     """The voxgate.v1 config a compat config maps to; G.711 without a rate means 8 kHz.
 
@@ -83,6 +84,7 @@ def voxgate_config(
         enable_word_time_offsets=word_time_offsets,
         endpointing=pb.EndpointingConfig(silence_ms=silence_ms),
         channel_mode=pb.CHANNEL_MODE_SEPARATE if separate_channels else pb.CHANNEL_MODE_FIRST,
+        phrase_hints=phrase_hints,
     )
 
 

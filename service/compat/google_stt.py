@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2
 
 from voxgate_client.v1 import speech_pb2 as pb
 
-from .. import errors
+from .. import errors, phrase_hints
 from ..events import SpeechEvent
 from ..transcript import Result
 from . import adapter
@@ -51,7 +51,36 @@ def voxgate_config(rc: gs.RecognitionConfig, interim_results: bool, prefix: str)
         interim_results=interim_results,
         word_time_offsets=rc.enable_word_time_offsets,
         separate_channels=rc.enable_separate_recognition_per_channel,
+        phrase_hints=_phrase_hints(rc, prefix),
     )
+
+
+def _phrase_hints(rc: gs.RecognitionConfig, prefix: str) -> pb.PhraseHints:
+    """`speech_contexts` and inline `adaptation.phrase_sets`, one list. What names a resource voxgate does not
+    keep (PhraseSet and CustomClass resources) or what it cannot apply (classes, grammars) is refused by name."""
+    adaptation = prefix + "adaptation."
+    refused = (
+        ("phrase_set_references", rc.adaptation.phrase_set_references, "PhraseSet resources are not kept"),
+        ("custom_classes", rc.adaptation.custom_classes, "custom classes are not supported"),
+    )
+    for name, given, why in refused:
+        if given:
+            raise errors.invalid_config(adaptation + name, f"{why}: send the phrases inline in adaptation.phrase_sets")
+    if rc.adaptation.abnf_grammar.abnf_strings:
+        raise errors.invalid_config(adaptation + "abnf_grammar", "ABNF grammars are not supported")
+    candidates = phrase_hints.speech_contexts(rc.speech_contexts, prefix + "speech_contexts")
+    for i, phrase_set in enumerate(rc.adaptation.phrase_sets):
+        at = f"{adaptation}phrase_sets[{i}]"
+        candidates += [
+            phrase_hints.Candidate(
+                p.value,
+                p.boost or phrase_set.boost or None,
+                f"{at}.phrases[{j}].value",
+                f"{at}.phrases[{j}].boost" if p.boost else f"{at}.boost",
+            )
+            for j, p in enumerate(phrase_set.phrases)
+        ]
+    return phrase_hints.vendor_hints(candidates, prefix + "speech_contexts")
 
 
 def _alternative(r: Result, words: bool) -> gs.SpeechRecognitionAlternative:

@@ -12,7 +12,7 @@ import grpc
 
 from voxgate_client.v1 import speech_pb2 as pb
 
-from .. import errors
+from .. import errors, phrase_hints
 from ..transcript import Result
 from . import adapter
 from ._proto import riva_asr_pb2 as rasr
@@ -47,6 +47,9 @@ def voxgate_config(rc: rasr.RecognitionConfig, interim_results: bool, prefix: st
         word_time_offsets=rc.enable_word_time_offsets,
         silence_ms=max(silence, 0),
         separate_channels=rc.enable_separate_recognition_per_channel,
+        phrase_hints=phrase_hints.vendor_hints(
+            phrase_hints.speech_contexts(rc.speech_contexts, prefix + "speech_contexts"), prefix + "speech_contexts"
+        ),
     )
 
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 import grpc
 import structlog
 
-from .. import errors
+from .. import errors, phrase_hints
 from ..audio.channels import ChannelSplit
 from ..audio.decode import InvalidAudio
 from ..clock import Clock
@@ -37,6 +37,7 @@ from .engine_source import EngineSource
 from .log import ResponseLog
 
 log = structlog.get_logger("session")
+ONCE_PER_SESSION = frozenset({"IDLE_WARNING", phrase_hints.IGNORED_WARNING})  # not once per channel
 FEED_DEPTH = 4  # client messages queued per channel: the slowest channel holds the client back
 
 
@@ -256,8 +257,8 @@ class ChannelSessions:
                 item = replace(item, channel=tag)
             elif isinstance(item, FlowReport):  # only the first channel reports (one clock); in the client's bytes
                 item = replace(item, acked_audio_bytes=self._split.to_client_bytes(item.acked_audio_bytes))
-            elif isinstance(item, Notice) and k and item.code == "IDLE_WARNING":
-                continue  # every channel's idle clock is the same one
+            elif isinstance(item, Notice) and k and item.code in ONCE_PER_SESSION:
+                continue  # every channel's idle clock is the same one; its engine the same
             self.log.append(item)
         self._pumped()
 

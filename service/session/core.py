@@ -22,7 +22,9 @@ from typing import Any
 import grpc
 import structlog
 
-from .. import errors
+from engine_api.phrases import PhraseHintSupport
+
+from .. import errors, phrase_hints
 from ..clock import Clock
 from ..config import Config
 from ..events import ClientInput, Ended, EndReason, FlowReport, Notice, Started
@@ -30,7 +32,7 @@ from ..session_config import SessionConfig
 from .alarm import Alarm, sleep
 from .engine_chain import EngineChain, EngineGone
 from .engine_inputs import engine_queue
-from .engine_source import EngineSource
+from .engine_source import EngineRequest, EngineSource
 from .inbound import Inbound, StreamEnd
 from .log import ResponseLog
 from .phase import Ending, Phase
@@ -74,9 +76,8 @@ class Session:
         queue = engine_queue()
         self._inbound = Inbound(cfg, server, clock, queue, self.log, self._stats, self._timers)
         self._results = Results(session_id, cfg.interim_results, self.log, self._stats)
-        self._engine = EngineChain(
-            session_id, cfg.language_code, server, engines, clock, queue, self.log, self._results
-        )
+        request = EngineRequest(session_id, cfg.language_code, cfg.phrase_hints)
+        self._engine = EngineChain(request, server, engines, clock, queue, self.log, self._results)
 
     @property
     def ended(self) -> bool:
@@ -114,9 +115,13 @@ class Session:
             position_mode=info.position_mode,
             position_mode_reason=info.position_mode_reason,
             interim_stability=info.interim_stability,
+            phrase_hints=info.phrase_hints,
         )
         self.log.append(started)
         self.started = started
+        if self.cfg.phrase_hints and info.phrase_hints is PhraseHintSupport.NONE:
+            said = f"the {info.engine} engine does not use phrase hints: {len(self.cfg.phrase_hints)} ignored"
+            self.log.append(Notice(phrase_hints.IGNORED_WARNING, said))
         return started
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

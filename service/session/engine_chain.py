@@ -29,6 +29,7 @@ from .engine_source import (
     EngineFailed,
     EngineFull,
     EngineLost,
+    EngineRequest,
     EngineSource,
     EngineStream,
     EngineUnavailable,
@@ -67,8 +68,7 @@ ChainEnd = EngineDone | EngineGone
 class EngineChain:
     def __init__(
         self,
-        session_id: str,
-        language: str,
+        request: EngineRequest,
         server: Config,
         engines: EngineSource,
         clock: Clock,
@@ -81,8 +81,7 @@ class EngineChain:
         self.written_ms = 0  # session time up to which audio went to the engine
         self.finalized_ms = 0  # session time up to which the engine's results are final (Flushed, Closed)
         self.write_lag_ms = 0  # how long the last chunk waited in the engine queue
-        self._session_id = session_id
-        self._language = language
+        self._request = request
         self._server = server
         self._engines = engines
         self._clock = clock
@@ -139,7 +138,7 @@ class EngineChain:
     async def _open(self, base_ms: int, wait_s: float, failed: EngineStream | None = None) -> EngineStream:
         retry = self._server.retry_delay_s
         try:
-            return await self._engines.open(self._session_id, self._language, base_ms, wait_s, failed)
+            return await self._engines.open(self._request, base_ms, wait_s, failed)
         except EngineUnavailable:
             raise errors.unavailable(
                 errors.ENGINE_UNAVAILABLE, "speech engine is starting or restarting", retry
@@ -252,7 +251,7 @@ class EngineChain:
             self.restarts += 1
         metrics.ENGINE_EVENTS.labels("engine_reset" if frozen else "engine_restarted").inc()
         tracing.session_event(
-            self._session_id, "engine_reset" if frozen else "engine_restarted", {"audio_ms": self.written_ms}
+            self._request.session_id, "engine_reset" if frozen else "engine_restarted", {"audio_ms": self.written_ms}
         )
         self._results.finalize()
         # A lost engine's sessions reopen on whichever engine has room (the restarted one or, with several

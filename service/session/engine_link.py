@@ -16,12 +16,13 @@ from engine_api.audio import SAMPLE_RATE_HZ
 from engine_api.frames import OK, READ_LIMIT_BYTES, FrameError, frame, parse_output, read_frame, tune
 from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
+from engine_api.phrases import PhraseHintSupport
 from engine_api.v1 import engine_pb2 as epb
 from engine_api.v1 import engine_pb2_grpc
 from engine_api.wire import output_from_proto
 
 from ..limits import ENGINE_OUTPUTS
-from .engine_source import EngineFailed, EngineFull, EngineLost, StreamInfo
+from .engine_source import EngineFailed, EngineFull, EngineLost, EngineRequest, StreamInfo
 
 
 def _shifted(out: EngineOutput, base_ms: int) -> EngineOutput:
@@ -44,14 +45,17 @@ class EngineLink:
     that closes or breaks without one is a sidecar gone (EngineLost); dropping the stream is closing the
     connection, which the sidecar takes as a cancel."""
 
-    def __init__(
-        self, stub: engine_pb2_grpc.EngineStub, path: Path, session_id: str, language: str, base_ms: int
-    ) -> None:
+    def __init__(self, stub: engine_pb2_grpc.EngineStub, path: Path, request: EngineRequest, base_ms: int) -> None:
         self.base_ms = base_ms
         self.stub = stub  # the engine, as the pool knows it
         self.info = StreamInfo()
         self._open_msg = epb.SessionInput(
-            open=epb.Open(session_id=session_id, language_code=language, sample_rate_hz=SAMPLE_RATE_HZ)
+            open=epb.Open(
+                session_id=request.session_id,
+                language_code=request.language,
+                sample_rate_hz=SAMPLE_RATE_HZ,
+                phrase_hints=[epb.PhraseHint(text=h.text, boost=h.boost) for h in request.phrase_hints],
+            )
         )
         self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=ENGINE_OUTPUTS.value)
         self._reader: asyncio.Task[None] | None = None
@@ -101,6 +105,7 @@ class EngineLink:
             PositionMode.from_wire(opened.position_mode),
             opened.position_mode_reason,
             InterimStability.from_wire(opened.interim_stability),
+            PhraseHintSupport.from_wire(opened.phrase_hints),
         )
         self._reader = asyncio.create_task(self._read())
 

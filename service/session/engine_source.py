@@ -12,6 +12,7 @@ from typing import Protocol
 
 from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import EngineOutput
+from engine_api.phrases import PhraseHint, PhraseHintSupport
 
 
 class EngineUnavailable(Exception):
@@ -39,6 +40,7 @@ class StreamInfo:
     position_mode: PositionMode = PositionMode.NONE
     position_mode_reason: str = ""
     interim_stability: InterimStability = InterimStability.NONE
+    phrase_hints: PhraseHintSupport = PhraseHintSupport.NONE
 
 
 class EngineStream(Protocol):
@@ -64,9 +66,18 @@ class EngineStream(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class EngineRequest:
+    """What a session's engine sessions are opened with."""
+
+    session_id: str
+    language: str
+    phrase_hints: tuple[PhraseHint, ...] = ()
+
+
 class EngineSource(Protocol):
     async def open(
-        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+        self, request: EngineRequest, base_ms: int, wait_s: float, failed: EngineStream | None = None
     ) -> EngineStream:
         """A stream whose session time starts at base_ms, on an engine ready within wait_s.
 

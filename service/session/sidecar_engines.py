@@ -12,7 +12,7 @@ from typing import Protocol
 from engine_api.v1 import engine_pb2_grpc
 
 from .engine_link import EngineLink
-from .engine_source import EngineFull, EngineLost, EngineStream, EngineUnavailable
+from .engine_source import EngineFull, EngineLost, EngineRequest, EngineStream, EngineUnavailable
 
 OPEN_TIMEOUT_S = 30.0
 
@@ -49,14 +49,14 @@ class SidecarEngines:
         self._engines = engines
 
     async def open(
-        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+        self, request: EngineRequest, base_ms: int, wait_s: float, failed: EngineStream | None = None
     ) -> EngineLink:
         stale = failed.stub if isinstance(failed, EngineLink) else None
         stubs = await self._engines.pick(wait_s, stale)
         if not stubs:
             raise EngineUnavailable("speech engine is starting or restarting")
         for n, stub in enumerate(stubs, 1):
-            link = self._link(stub, session_id, language, base_ms)
+            link = self._link(stub, request, base_ms)
             self._engines.place(stub, link)
             try:
                 await link.open(OPEN_TIMEOUT_S)
@@ -68,8 +68,8 @@ class SidecarEngines:
             return link
         raise AssertionError("not reached")  # the loop returns or raises
 
-    def _link(self, stub: engine_pb2_grpc.EngineStub, session_id: str, language: str, base_ms: int) -> EngineLink:
+    def _link(self, stub: engine_pb2_grpc.EngineStub, request: EngineRequest, base_ms: int) -> EngineLink:
         path = self._engines.frames_socket(stub)
         if path is None:  # gone, or not private to this user (the supervisor logged why): as a lost engine
             raise EngineLost("engine frames socket missing or not private")
-        return EngineLink(stub, path, session_id, language, base_ms)
+        return EngineLink(stub, path, request, base_ms)

@@ -20,7 +20,7 @@ from service.audio.decode import Encoding
 from service.config import Config
 from service.events import AudioIn, ClientInput, Ended, FinalizeIn, FlowReport, KeepAliveIn, Notice, SessionOutput
 from service.session.core import Session
-from service.session.engine_source import EngineFailed, EngineLost, EngineStream, StreamInfo
+from service.session.engine_source import EngineFailed, EngineLost, EngineRequest, EngineStream, StreamInfo
 from service.session_config import SessionConfig
 from service.transcript import Result
 
@@ -176,7 +176,7 @@ class FakeEngine:
         return self.streams[-1]
 
     async def open(
-        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+        self, request: EngineRequest, base_ms: int, wait_s: float, failed: EngineStream | None = None
     ) -> FakeStream:
         self.opens += 1
         if self.refusal is not None:

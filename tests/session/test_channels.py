@@ -13,7 +13,7 @@ from service import errors
 from service.events import Ended, EndReason, SpeechEvent, Started
 from service.session.channels import ChannelSessions
 from service.session.core import HALF_CLOSE_GRACE_S
-from service.session.engine_source import EngineFull, EngineStream
+from service.session.engine_source import EngineFull, EngineRequest, EngineStream
 from service.session_config import ChannelMode
 from tests.helpers import voiced
 from tests.session.harness import SERVER, SESSION, Client, FakeClock, FakeEngine, FakeStream, settle, silence
@@ -124,12 +124,12 @@ async def test_idle_and_drain_end_all_as_one() -> None:
 
 class RefusesTheSecond(FakeEngine):
     async def open(
-        self, session_id: str, language: str, base_ms: int, wait_s: float, failed: EngineStream | None = None
+        self, request: EngineRequest, base_ms: int, wait_s: float, failed: EngineStream | None = None
     ) -> FakeStream:
         if self.opens == 1:
             self.opens += 1
             raise EngineFull("no slot")
-        return await super().open(session_id, language, base_ms, wait_s, failed)
+        return await super().open(request, base_ms, wait_s, failed)
 
 
 async def test_every_channel_starts_or_none() -> None:

@@ -26,6 +26,7 @@ import pytest
 from engine_api.audio import BYTES_PER_MS
 from engine_api.frames import MAX_FRAME_BYTES, FrameError, frame, frames_socket, read_frame
 from engine_api.outputs import Closed, EngineOutput
+from engine_api.phrases import PhraseHint
 from engine_api.v1 import engine_pb2 as epb
 from engine_api.v1 import engine_pb2_grpc
 from engine_sidecar.engines.fake import FakeEngine, FakeSession
@@ -33,7 +34,7 @@ from engine_sidecar.process.frames import FramesServer
 from engine_sidecar.process.servicer import EngineServicer
 from service.config import Config
 from service.session.engine_link import EngineLink
-from service.session.engine_source import EngineFailed, EngineFull, EngineLost
+from service.session.engine_source import EngineFailed, EngineFull, EngineLost, EngineRequest
 from service.session.sidecar_engines import SidecarEngines
 from service.sidecar import SidecarSupervisor
 from tests.helpers import ROOT, voiced
@@ -47,13 +48,17 @@ class _FailingSession(FakeSession):
 
 
 class _FailingEngine(FakeEngine):
-    async def open_session(self, session_id: str, language: str) -> FakeSession:
+    async def open_session(
+        self, session_id: str, language: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> FakeSession:
         await super().open_session(session_id, language)
         return _FailingSession(self._script, self._counters)
 
 
 class _BrokenEngine(FakeEngine):
-    async def open_session(self, session_id: str, language: str) -> FakeSession:
+    async def open_session(
+        self, session_id: str, language: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> FakeSession:
         raise RuntimeError("no decoder")
 
 
@@ -113,7 +118,7 @@ async def sidecar(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterat
 
 
 async def open_link(sidecar: Sidecar) -> EngineLink:
-    link = await SidecarEngines(sidecar).open("s1", "en-US", base_ms=0, wait_s=1)
+    link = await SidecarEngines(sidecar).open(EngineRequest("s1", "en-US"), base_ms=0, wait_s=1)
     assert isinstance(link, EngineLink)
     return link
 

@@ -13,6 +13,9 @@ import type { GetCapabilitiesRequest as _voxgate_v1_GetCapabilitiesRequest, GetC
 import type { GetCapabilitiesResponse as _voxgate_v1_GetCapabilitiesResponse, GetCapabilitiesResponse__Output as _voxgate_v1_GetCapabilitiesResponse__Output } from './voxgate/v1/GetCapabilitiesResponse';
 import type { KeepAlive as _voxgate_v1_KeepAlive, KeepAlive__Output as _voxgate_v1_KeepAlive__Output } from './voxgate/v1/KeepAlive';
 import type { KvGroupRuntime as _voxgate_v1_KvGroupRuntime, KvGroupRuntime__Output as _voxgate_v1_KvGroupRuntime__Output } from './voxgate/v1/KvGroupRuntime';
+import type { Phrase as _voxgate_v1_Phrase, Phrase__Output as _voxgate_v1_Phrase__Output } from './voxgate/v1/Phrase';
+import type { PhraseHintCapabilities as _voxgate_v1_PhraseHintCapabilities, PhraseHintCapabilities__Output as _voxgate_v1_PhraseHintCapabilities__Output } from './voxgate/v1/PhraseHintCapabilities';
+import type { PhraseHints as _voxgate_v1_PhraseHints, PhraseHints__Output as _voxgate_v1_PhraseHints__Output } from './voxgate/v1/PhraseHints';
 import type { PositionRuntime as _voxgate_v1_PositionRuntime, PositionRuntime__Output as _voxgate_v1_PositionRuntime__Output } from './voxgate/v1/PositionRuntime';
 import type { RecognitionResult as _voxgate_v1_RecognitionResult, RecognitionResult__Output as _voxgate_v1_RecognitionResult__Output } from './voxgate/v1/RecognitionResult';
 import type { SessionEnded as _voxgate_v1_SessionEnded, SessionEnded__Output as _voxgate_v1_SessionEnded__Output } from './voxgate/v1/SessionEnded';
@@ -54,6 +57,10 @@ export interface ProtoGrpcType {
       InterimStability: EnumTypeDefinition
       KeepAlive: MessageTypeDefinition<_voxgate_v1_KeepAlive, _voxgate_v1_KeepAlive__Output>
       KvGroupRuntime: MessageTypeDefinition<_voxgate_v1_KvGroupRuntime, _voxgate_v1_KvGroupRuntime__Output>
+      Phrase: MessageTypeDefinition<_voxgate_v1_Phrase, _voxgate_v1_Phrase__Output>
+      PhraseHintCapabilities: MessageTypeDefinition<_voxgate_v1_PhraseHintCapabilities, _voxgate_v1_PhraseHintCapabilities__Output>
+      PhraseHintSupport: EnumTypeDefinition
+      PhraseHints: MessageTypeDefinition<_voxgate_v1_PhraseHints, _voxgate_v1_PhraseHints__Output>
       PositionMode: EnumTypeDefinition
       PositionRuntime: MessageTypeDefinition<_voxgate_v1_PositionRuntime, _voxgate_v1_PositionRuntime__Output>
       RecognitionResult: MessageTypeDefinition<_voxgate_v1_RecognitionResult, _voxgate_v1_RecognitionResult__Output>

@@ -15,13 +15,14 @@ import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 import grpc
 
 from .audio import chunk_bytes, chunks, encode, read_wav, read_wav_channels
 from .client import SpeechClient
-from .config import StreamConfig
+from .config import Phrase, StreamConfig
 from .encodings import ENCODINGS, Encoding, bytes_per_sample
 from .interrupt import Interrupt
 from .responses import error_details, format_error, response_to_dict
@@ -104,6 +105,20 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--language", default="", metavar="CODE", help="BCP-47 hint, e.g. en-US")
     parser.add_argument("--words", action="store_true", help="request per-word time offsets")
+    parser.add_argument(
+        "--phrase",
+        action="append",
+        default=[],
+        type=Phrase.parse,
+        metavar="TEXT[:BOOST]",
+        help="a phrase hint: a name, product or term to favour, with its boost "
+        "(e.g. 'Siobhan Kowalczyk:15'; default boost: the server's); repeatable",
+    )
+    parser.add_argument(
+        "--phrases-file",
+        metavar="FILE",
+        help="phrase hints, one TEXT[:BOOST] per line (blank lines and #-comments skipped)",
+    )
     parser.add_argument("--no-interim", action="store_true", help="final results only")
     parser.add_argument(
         "--channels",
@@ -252,6 +267,18 @@ class _Printer:
         self._out.flush()
 
 
+def _phrases_file(path: str | None) -> list[Phrase]:
+    """The phrase hints of --phrases-file: one TEXT[:BOOST] per line."""
+    if path is None:
+        return []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read --phrases-file {path}: {exc}") from exc
+    kept = (line.strip() for line in lines)
+    return [Phrase.parse(line) for line in kept if line and not line.startswith("#")]
+
+
 def _stream(
     args: argparse.Namespace,
     source: _Input,
@@ -270,6 +297,7 @@ def _stream(
         idle_timeout_s=args.idle_timeout,
         channels=source.channels,
         channel_mode="downmix" if args.channels == "mix" else "separate",
+        phrases=args.phrases,
     )
     pace = None if args.no_pace else args.speed
     with SpeechClient(
@@ -309,6 +337,7 @@ def run_transcribe(args: argparse.Namespace) -> int:
             else:
                 stream = stack.enter_context(open(args.file, "rb"))
             source = _open_input(args, stream)
+            args.phrases = (*_phrases_file(args.phrases_file), *args.phrase)
         except OSError as e:
             print(f"{prog}: error: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
             return 2

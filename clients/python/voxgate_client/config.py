@@ -15,6 +15,7 @@ __all__ = [
     "KEEP_ALIVE",
     "AudioItem",
     "Control",
+    "Phrase",
     "StreamConfig",
     "audio_item_duration_s",
     "config_request",
@@ -49,6 +50,35 @@ CHANNEL_MODES = {
 
 
 @dataclass(frozen=True)
+class Phrase:
+    """A phrase hint: a word or phrase to favour (a name, a product), and how strongly.
+
+    boost: as Google's and Riva's, positive favours, 0 does nothing, negative disfavours; 5 to 20
+    suits most uses. None: the server's default (GetCapabilities.phrase_hints.default_boost).
+    """
+
+    value: str
+    boost: float | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> Phrase:
+        """'TEXT' or 'TEXT:BOOST' (the last colon, when a number follows it)."""
+        text, colon, boost = spec.rpartition(":")
+        if colon:
+            try:
+                return cls(text, float(boost))
+            except ValueError:
+                pass
+        return cls(spec)
+
+    def to_proto(self) -> speech_pb2.Phrase:
+        phrase = speech_pb2.Phrase(value=self.value)
+        if self.boost is not None:
+            phrase.boost = self.boost
+        return phrase
+
+
+@dataclass(frozen=True)
 class StreamConfig:
     """What the first request of a stream says about the audio and the session.
 
@@ -67,6 +97,8 @@ class StreamConfig:
     # "separate" (each on its own; results carry channel 1..N), "downmix", or "first".
     channels: int = 1
     channel_mode: str = "separate"
+    # Words to favour (names, products, jargon); the server checks them against its limits.
+    phrases: tuple[Phrase, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept 'MULAW' etc. but store the canonical name (frozen: bypass setattr).
@@ -110,6 +142,7 @@ class StreamConfig:
             enable_word_time_offsets=self.word_time_offsets,
             endpointing=speech_pb2.EndpointingConfig(silence_ms=self.endpointing_silence_ms),
             limits=limits,
+            phrase_hints=speech_pb2.PhraseHints(phrases=[p.to_proto() for p in self.phrases]),
         )
 
 

@@ -84,7 +84,22 @@ def config_to_dict(config: speech_pb2.StreamingConfig) -> dict[str, Any]:
         "enable_word_time_offsets": config.enable_word_time_offsets,
         "endpointing_silence_ms": config.endpointing.silence_ms,
         "limits": _limits(config.limits),
+        **({"phrase_hints": _phrases(config.phrase_hints)} if config.phrase_hints.phrases else {}),
     }
+
+
+def _phrases(hints: speech_pb2.PhraseHints) -> list[dict[str, Any]]:
+    return [
+        {"value": p.value, **({"boost": round(p.boost, 6)} if p.HasField("boost") else {})}
+        for p in hints.phrases
+    ]
+
+
+def _phrase_hint_support(value: int) -> str:
+    """ "none" | "prompt" | "boost"; "" when not reported (a session without hints)."""
+    if value == speech_pb2.PHRASE_HINT_SUPPORT_UNSPECIFIED:
+        return ""
+    return _enum_name(speech_pb2.PhraseHintSupport, value, "PHRASE_HINT_SUPPORT_")
 
 
 def _channel_mode(value: int) -> str:
@@ -104,6 +119,8 @@ def _started(m: speech_pb2.SessionStarted) -> dict[str, Any]:
         "position_mode_reason": m.position_mode_reason,
         # "append_only" | "revisable" | "" (not reported): whether finals may revise interim text
         "interim_stability": _interim_stability(m.interim_stability),
+        # what the engine does with the session's phrase hints; absent without hints
+        **({"phrase_hints": _phrase_hint_support(m.phrase_hints)} if m.phrase_hints else {}),
     }
 
 
@@ -206,6 +223,14 @@ def capabilities_to_dict(caps: speech_pb2.GetCapabilitiesResponse) -> dict[str, 
         "position_mode": _position_mode(caps.position_mode),
         "position_mode_reason": caps.position_mode_reason,
         "interim_stability": _interim_stability(caps.interim_stability),
+        "phrase_hints": {
+            "support": _phrase_hint_support(caps.phrase_hints.support),
+            "max_phrases": caps.phrase_hints.max_phrases,
+            "max_phrase_chars": caps.phrase_hints.max_phrase_chars,
+            "min_boost": round(caps.phrase_hints.min_boost, 6),
+            "max_boost": round(caps.phrase_hints.max_boost, 6),
+            "default_boost": round(caps.phrase_hints.default_boost, 6),
+        },
         "max_sessions": caps.max_sessions,
         "active_sessions": caps.active_sessions,
         "capacity": {

@@ -22,6 +22,7 @@ import structlog
 
 from engine_api.audio import SAMPLE_RATE_HZ
 from engine_api.info import EngineInfo
+from engine_api.phrases import PhraseHint
 from engine_api.status import EngineStatus, SessionStat
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.voxtral import chunk_render, driver_check, steps, token_text
@@ -236,7 +237,9 @@ class VoxtralEngine:
         service places new sessions on the front end with room."""
         return capacity if self._client is None else self._client.share(capacity)
 
-    async def open_session(self, session_id: str, language_code: str) -> VoxtralSession:
+    async def open_session(
+        self, session_id: str, language_code: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> VoxtralSession:
         if self._ctx is None:
             raise RuntimeError("engine not started")
         if self._llm.errored:

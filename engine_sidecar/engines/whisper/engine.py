@@ -19,6 +19,7 @@ from collections.abc import Callable
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import EngineInfo, InterimStability
 from engine_api.outputs import Flushed
+from engine_api.phrases import PhraseHint
 from engine_api.status import EngineStatus
 from engine_sidecar.engines.base import ChannelSession
 from engine_sidecar.engines.engine import EngineCounters
@@ -245,7 +246,9 @@ class WhisperEngine:
         self._queue = DecodeQueue(decoder, self._workers)
         self._queue.start()
 
-    async def open_session(self, session_id: str, language_code: str) -> WhisperSession:
+    async def open_session(
+        self, session_id: str, language_code: str, phrase_hints: tuple[PhraseHint, ...] = ()
+    ) -> WhisperSession:
         assert self._queue is not None, "start() first"
         language = language_code.split("-")[0].lower() or self.info.languages[0]
         if language not in self.info.languages:

@@ -53,6 +53,32 @@ AUDIO_ENCODING_ALAW: AudioEncoding.ValueType  # 3
 """G.711 A-law, one byte per sample."""
 Global___AudioEncoding: _TypeAlias = AudioEncoding  # noqa: Y015
 
+class _PhraseHintSupport:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PhraseHintSupportEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PhraseHintSupport.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PHRASE_HINT_SUPPORT_UNSPECIFIED: _PhraseHintSupport.ValueType  # 0
+    PHRASE_HINT_SUPPORT_NONE: _PhraseHintSupport.ValueType  # 1
+    """Ignored (PocketSphinx): a session with hints gets a Warning PHRASE_HINTS_IGNORED."""
+    PHRASE_HINT_SUPPORT_PROMPT: _PhraseHintSupport.ValueType  # 2
+    """Given to the decoder as a prompt: boosts only rank the phrases."""
+    PHRASE_HINT_SUPPORT_BOOST: _PhraseHintSupport.ValueType  # 3
+    """Each phrase's boost biases the decoder toward it."""
+
+class PhraseHintSupport(_PhraseHintSupport, metaclass=_PhraseHintSupportEnumTypeWrapper):
+    """What an engine does with phrase hints."""
+
+PHRASE_HINT_SUPPORT_UNSPECIFIED: PhraseHintSupport.ValueType  # 0
+PHRASE_HINT_SUPPORT_NONE: PhraseHintSupport.ValueType  # 1
+"""Ignored (PocketSphinx): a session with hints gets a Warning PHRASE_HINTS_IGNORED."""
+PHRASE_HINT_SUPPORT_PROMPT: PhraseHintSupport.ValueType  # 2
+"""Given to the decoder as a prompt: boosts only rank the phrases."""
+PHRASE_HINT_SUPPORT_BOOST: PhraseHintSupport.ValueType  # 3
+"""Each phrase's boost biases the decoder toward it."""
+Global___PhraseHintSupport: _TypeAlias = PhraseHintSupport  # noqa: Y015
+
 class _ChannelMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -368,6 +394,7 @@ class StreamingConfig(_message.Message):
     RESUME_AUDIO_BYTES_FIELD_NUMBER: _builtins.int
     FLOW_STATUS_FIELD_NUMBER: _builtins.int
     CHANNEL_MODE_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     encoding: Global___AudioEncoding.ValueType
     sample_rate_hz: _builtins.int
     """8000 to 48000."""
@@ -400,6 +427,13 @@ class StreamingConfig(_message.Message):
     def limits(self) -> Global___SessionLimits: ...
     @_builtins.property
     def flow_status(self) -> Global___FlowStatusConfig: ...
+    @_builtins.property
+    def phrase_hints(self) -> Global___PhraseHints:
+        """Words the engine should favour: names, products, jargon. GetCapabilities.phrase_hints has the
+        limits and what the engine does with them; SessionStarted.phrase_hints says it per session. An
+        engine that cannot use them is reported by a Warning PHRASE_HINTS_IGNORED after SessionStarted.
+        """
+
     def __init__(
         self,
         *,
@@ -416,14 +450,108 @@ class StreamingConfig(_message.Message):
         resume_audio_bytes: _builtins.int = ...,
         flow_status: Global___FlowStatusConfig | None = ...,
         channel_mode: Global___ChannelMode.ValueType = ...,
+        phrase_hints: Global___PhraseHints | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["endpointing", b"endpointing", "flow_status", b"flow_status", "limits", b"limits"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["endpointing", b"endpointing", "flow_status", b"flow_status", "limits", b"limits", "phrase_hints", b"phrase_hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "channel_mode", b"channel_mode", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "channel_mode", b"channel_mode", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "phrase_hints", b"phrase_hints", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StreamingConfig: _TypeAlias = StreamingConfig  # noqa: Y015
+
+@_typing.final
+class PhraseHints(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHRASES_FIELD_NUMBER: _builtins.int
+    BOOST_FIELD_NUMBER: _builtins.int
+    boost: _builtins.float
+    """The boost of each phrase without its own. Unset: PhraseHintCapabilities.default_boost."""
+    @_builtins.property
+    def phrases(self) -> _containers.RepeatedCompositeFieldContainer[Global___Phrase]:
+        """At most PhraseHintCapabilities.max_phrases."""
+
+    def __init__(
+        self,
+        *,
+        phrases: _abc.Iterable[Global___Phrase] | None = ...,
+        boost: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_boost", b"_boost", "boost", b"boost"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_boost", b"_boost", "boost", b"boost", "phrases", b"phrases"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__boost: _TypeAlias = _typing.Literal["boost"]  # noqa: Y015
+    _WhichOneofArgType__boost: _TypeAlias = _typing.Literal["_boost", b"_boost"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__boost) -> _WhichOneofReturnType__boost | None: ...
+
+Global___PhraseHints: _TypeAlias = PhraseHints  # noqa: Y015
+
+@_typing.final
+class Phrase(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUE_FIELD_NUMBER: _builtins.int
+    BOOST_FIELD_NUMBER: _builtins.int
+    value: _builtins.str
+    """A word or phrase as it should be written, e.g. "Siobhan Kowalczyk": not blank, at most
+    PhraseHintCapabilities.max_phrase_chars characters.
+    """
+    boost: _builtins.float
+    """How strongly to favour it, min_boost..max_boost: as Google's and Riva's boost, positive
+    favours, 0 does nothing, negative disfavours; 5 to 20 suits most uses. Unset: the list's.
+    """
+    def __init__(
+        self,
+        *,
+        value: _builtins.str = ...,
+        boost: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_boost", b"_boost", "boost", b"boost"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_boost", b"_boost", "boost", b"boost", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__boost: _TypeAlias = _typing.Literal["boost"]  # noqa: Y015
+    _WhichOneofArgType__boost: _TypeAlias = _typing.Literal["_boost", b"_boost"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__boost) -> _WhichOneofReturnType__boost | None: ...
+
+Global___Phrase: _TypeAlias = Phrase  # noqa: Y015
+
+@_typing.final
+class PhraseHintCapabilities(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUPPORT_FIELD_NUMBER: _builtins.int
+    MAX_PHRASES_FIELD_NUMBER: _builtins.int
+    MAX_PHRASE_CHARS_FIELD_NUMBER: _builtins.int
+    MIN_BOOST_FIELD_NUMBER: _builtins.int
+    MAX_BOOST_FIELD_NUMBER: _builtins.int
+    DEFAULT_BOOST_FIELD_NUMBER: _builtins.int
+    support: Global___PhraseHintSupport.ValueType
+    max_phrases: _builtins.int
+    max_phrase_chars: _builtins.int
+    min_boost: _builtins.float
+    max_boost: _builtins.float
+    default_boost: _builtins.float
+    """The boost of a phrase that sets none, in a list that sets none."""
+    def __init__(
+        self,
+        *,
+        support: Global___PhraseHintSupport.ValueType = ...,
+        max_phrases: _builtins.int = ...,
+        max_phrase_chars: _builtins.int = ...,
+        min_boost: _builtins.float = ...,
+        max_boost: _builtins.float = ...,
+        default_boost: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_boost", b"default_boost", "max_boost", b"max_boost", "max_phrase_chars", b"max_phrase_chars", "max_phrases", b"max_phrases", "min_boost", b"min_boost", "support", b"support"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PhraseHintCapabilities: _TypeAlias = PhraseHintCapabilities  # noqa: Y015
 
 @_typing.final
 class FlowStatusConfig(_message.Message):
@@ -657,6 +785,7 @@ class SessionStarted(_message.Message):
     POSITION_MODE_FIELD_NUMBER: _builtins.int
     POSITION_MODE_REASON_FIELD_NUMBER: _builtins.int
     INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     max_audio_bytes_per_message: _builtins.int
     """Largest `audio` payload accepted in one request."""
@@ -670,6 +799,8 @@ class SessionStarted(_message.Message):
     """Why not POSITION_MODE_REANCHOR, when re-anchoring is turned off or a start-up guard failed."""
     interim_stability: Global___InterimStability.ValueType
     """Whether this session's final results may revise the text its interim results showed."""
+    phrase_hints: Global___PhraseHintSupport.ValueType
+    """What the engine does with this session's phrase hints (UNSPECIFIED: the session has none)."""
     @_builtins.property
     def effective_config(self) -> Global___StreamingConfig:
         """The config as the server applies it: defaults filled in, limits clamped."""
@@ -698,10 +829,11 @@ class SessionStarted(_message.Message):
         position_mode: Global___PositionMode.ValueType = ...,
         position_mode_reason: _builtins.str = ...,
         interim_stability: Global___InterimStability.ValueType = ...,
+        phrase_hints: Global___PhraseHintSupport.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "limits", b"limits", "resume_window", b"resume_window"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "interim_stability", b"interim_stability", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effective_config", b"effective_config", "engine", b"engine", "interim_stability", b"interim_stability", "limits", b"limits", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "phrase_hints", b"phrase_hints", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "resume_token", b"resume_token", "resume_window", b"resume_window", "resumed", b"resumed", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -919,6 +1051,7 @@ class GetCapabilitiesResponse(_message.Message):
     CAPACITY_FIELD_NUMBER: _builtins.int
     POSITION_RUNTIME_FIELD_NUMBER: _builtins.int
     INTERIM_STABILITY_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     min_sample_rate_hz: _builtins.int
     max_sample_rate_hz: _builtins.int
     max_audio_channel_count: _builtins.int
@@ -953,6 +1086,10 @@ class GetCapabilitiesResponse(_message.Message):
         async scheduling, and per KV-cache group its attention backend, key layout and dtype.
         """
 
+    @_builtins.property
+    def phrase_hints(self) -> Global___PhraseHintCapabilities:
+        """What the engine does with phrase hints, and their limits."""
+
     def __init__(
         self,
         *,
@@ -971,10 +1108,11 @@ class GetCapabilitiesResponse(_message.Message):
         capacity: Global___CapacityCounts | None = ...,
         position_runtime: Global___PositionRuntime | None = ...,
         interim_stability: Global___InterimStability.ValueType = ...,
+        phrase_hints: Global___PhraseHintCapabilities | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "engine", b"engine", "max_limits", b"max_limits", "position_runtime", b"position_runtime"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "engine", b"engine", "max_limits", b"max_limits", "phrase_hints", b"phrase_hints", "position_runtime", b"position_runtime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "capacity", b"capacity", "encodings", b"encodings", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_sessions", b"active_sessions", "capacity", b"capacity", "encodings", b"encodings", "engine", b"engine", "interim_stability", b"interim_stability", "languages", b"languages", "max_audio_bytes_per_message", b"max_audio_bytes_per_message", "max_audio_channel_count", b"max_audio_channel_count", "max_limits", b"max_limits", "max_sample_rate_hz", b"max_sample_rate_hz", "max_sessions", b"max_sessions", "min_sample_rate_hz", b"min_sample_rate_hz", "phrase_hints", b"phrase_hints", "position_mode", b"position_mode", "position_mode_reason", b"position_mode_reason", "position_runtime", b"position_runtime"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,6 +7,7 @@ import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as 
 import type { CapacityCounts as _voxgate_v1_CapacityCounts, CapacityCounts__Output as _voxgate_v1_CapacityCounts__Output } from '../../voxgate/v1/CapacityCounts';
 import type { PositionRuntime as _voxgate_v1_PositionRuntime, PositionRuntime__Output as _voxgate_v1_PositionRuntime__Output } from '../../voxgate/v1/PositionRuntime';
 import type { InterimStability as _voxgate_v1_InterimStability, InterimStability__Output as _voxgate_v1_InterimStability__Output } from '../../voxgate/v1/InterimStability';
+import type { PhraseHintCapabilities as _voxgate_v1_PhraseHintCapabilities, PhraseHintCapabilities__Output as _voxgate_v1_PhraseHintCapabilities__Output } from '../../voxgate/v1/PhraseHintCapabilities';
 
 export interface GetCapabilitiesResponse {
   'encodings'?: (_voxgate_v1_AudioEncoding)[];
@@ -24,6 +25,7 @@ export interface GetCapabilitiesResponse {
   'capacity'?: (_voxgate_v1_CapacityCounts | null);
   'position_runtime'?: (_voxgate_v1_PositionRuntime | null);
   'interim_stability'?: (_voxgate_v1_InterimStability);
+  'phrase_hints'?: (_voxgate_v1_PhraseHintCapabilities | null);
 }
 
 export interface GetCapabilitiesResponse__Output {
@@ -42,4 +44,5 @@ export interface GetCapabilitiesResponse__Output {
   'capacity': (_voxgate_v1_CapacityCounts__Output | null);
   'position_runtime': (_voxgate_v1_PositionRuntime__Output | null);
   'interim_stability': (_voxgate_v1_InterimStability__Output);
+  'phrase_hints': (_voxgate_v1_PhraseHintCapabilities__Output | null);
 }

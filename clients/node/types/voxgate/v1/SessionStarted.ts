@@ -6,6 +6,7 @@ import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output 
 import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from '../../google/protobuf/Duration';
 import type { PositionMode as _voxgate_v1_PositionMode, PositionMode__Output as _voxgate_v1_PositionMode__Output } from '../../voxgate/v1/PositionMode';
 import type { InterimStability as _voxgate_v1_InterimStability, InterimStability__Output as _voxgate_v1_InterimStability__Output } from '../../voxgate/v1/InterimStability';
+import type { PhraseHintSupport as _voxgate_v1_PhraseHintSupport, PhraseHintSupport__Output as _voxgate_v1_PhraseHintSupport__Output } from '../../voxgate/v1/PhraseHintSupport';
 
 export interface SessionStarted {
   'session_id'?: (string);
@@ -19,6 +20,7 @@ export interface SessionStarted {
   'position_mode'?: (_voxgate_v1_PositionMode);
   'position_mode_reason'?: (string);
   'interim_stability'?: (_voxgate_v1_InterimStability);
+  'phrase_hints'?: (_voxgate_v1_PhraseHintSupport);
 }
 
 export interface SessionStarted__Output {
@@ -33,4 +35,5 @@ export interface SessionStarted__Output {
   'position_mode': (_voxgate_v1_PositionMode__Output);
   'position_mode_reason': (string);
   'interim_stability': (_voxgate_v1_InterimStability__Output);
+  'phrase_hints': (_voxgate_v1_PhraseHintSupport__Output);
 }

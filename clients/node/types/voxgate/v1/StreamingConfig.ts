@@ -5,6 +5,7 @@ import type { EndpointingConfig as _voxgate_v1_EndpointingConfig, EndpointingCon
 import type { SessionLimits as _voxgate_v1_SessionLimits, SessionLimits__Output as _voxgate_v1_SessionLimits__Output } from '../../voxgate/v1/SessionLimits';
 import type { FlowStatusConfig as _voxgate_v1_FlowStatusConfig, FlowStatusConfig__Output as _voxgate_v1_FlowStatusConfig__Output } from '../../voxgate/v1/FlowStatusConfig';
 import type { ChannelMode as _voxgate_v1_ChannelMode, ChannelMode__Output as _voxgate_v1_ChannelMode__Output } from '../../voxgate/v1/ChannelMode';
+import type { PhraseHints as _voxgate_v1_PhraseHints, PhraseHints__Output as _voxgate_v1_PhraseHints__Output } from '../../voxgate/v1/PhraseHints';
 import type { Long } from '@grpc/proto-loader';
 
 export interface StreamingConfig {
@@ -21,6 +22,7 @@ export interface StreamingConfig {
   'resume_audio_bytes'?: (number | string | Long);
   'flow_status'?: (_voxgate_v1_FlowStatusConfig | null);
   'channel_mode'?: (_voxgate_v1_ChannelMode);
+  'phrase_hints'?: (_voxgate_v1_PhraseHints | null);
 }
 
 export interface StreamingConfig__Output {
@@ -37,4 +39,5 @@ export interface StreamingConfig__Output {
   'resume_audio_bytes': (string);
   'flow_status': (_voxgate_v1_FlowStatusConfig__Output | null);
   'channel_mode': (_voxgate_v1_ChannelMode__Output);
+  'phrase_hints': (_voxgate_v1_PhraseHints__Output | null);
 }
