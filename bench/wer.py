@@ -58,7 +58,7 @@ from engine_api.audio import CHUNK_MS as ENGINE_CHUNK_MS  # noqa: E402
 from service.audio.decode import Encoding  # noqa: E402
 from service.audio.pipeline import AudioPipeline, EngineChunk  # noqa: E402
 from service.bench.wer import normalize, word_errors  # noqa: E402
-from voxgate_client import SpeechClient, StreamConfig  # noqa: E402
+from voxgate_client import Phrase, SpeechClient, StreamConfig  # noqa: E402
 from voxgate_client.g711 import encode_alaw, encode_mulaw  # noqa: E402
 
 ENGINE_CHUNK_BYTES = ENGINE_CHUNK_MS * BYTES_PER_MS  # 80 ms at 16 kHz, as the service sends it
@@ -179,13 +179,17 @@ def _messages(data: bytes, size: int) -> Iterator[bytes]:
         yield data[i : i + size]
 
 
-def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int) -> str:
-    """The concatenated final results of one unpaced session streaming `data`."""
+def through_voxgate(target: str, data: bytes, encoding: str, chunk_ms: int, phrases: tuple[Phrase, ...] = ()) -> str:
+    """The concatenated final results of one unpaced session streaming `data` (with phrase hints)."""
     kind = Encoding(encoding)
     rate = RATE_HZ[kind]
     size = rate * chunk_ms // 1000 * kind.bytes_per_sample
     config = StreamConfig(
-        encoding=encoding, sample_rate_hz=rate, interim_results=True, endpointing_silence_ms=ONE_UTTERANCE_SILENCE_MS
+        encoding=encoding,
+        sample_rate_hz=rate,
+        interim_results=True,
+        endpointing_silence_ms=ONE_UTTERANCE_SILENCE_MS,
+        phrases=phrases,
     )
     finals = []
     with SpeechClient(target) as client:

@@ -61,6 +61,8 @@ EXTENDED_LANE: dict[str, str] = {
     "`make soak-memory` runs it longer, test_reanchor.py checks re-anchoring token for token",
     "tests/engine/test_reanchor_bf16.py": "bf16 re-anchoring within the spread of equivalent references "
     "(80-200 s); test_reanchor.py checks float32 token for token",
+    "tests/integration/test_keyterms.py": "phrase hints measured on Whisper: the keyterm set three ways and the "
+    "WER corpus twice (90 s); test_phrase_hints.py checks a hinted name in `make test`",
     "tests/integration/test_wer_harness.py::test_the_wer_corpus_through_voxgate_in_every_condition": "the WER "
     "corpus in every condition (90 s)",
     "tests/deploy/test_images.py": "builds both container images from scratch with mmdebstrap and podman "

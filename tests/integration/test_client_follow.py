@@ -9,6 +9,8 @@ test_worker_loss.py (three utterances sphinx hears the same wherever a session s
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import signal
 import subprocess
@@ -89,9 +91,16 @@ def undisturbed(server: ServerProcess, call_wav: Path, node_example: list[str]) 
     return out
 
 
-def kill_workers(server: ServerProcess) -> None:
-    for w in service_workers(server.proc.pid):
-        os.kill(w.pid, signal.SIGKILL)  # both: whichever holds the call
+def kill_the_calls_worker(server: ServerProcess, log_from: int) -> None:
+    """SIGKILL the worker that admitted the call (its `session_started` log line names it); the other serves on."""
+    started = [
+        json.loads(line)
+        for line in server.log()[log_from:].splitlines()
+        if line.startswith("{") and '"session_started"' in line
+    ]
+    assert len(started) == 1, started
+    by_index = {w.index: w for w in service_workers(server.proc.pid)}
+    os.kill(by_index[started[0]["worker"]].pid, signal.SIGKILL)
 
 
 def test_a_dropped_connection_is_resumed(
@@ -112,7 +121,9 @@ def test_a_worker_sigkill_loses_no_final(
     example: list[str], server: ServerProcess, call_wav: Path, undisturbed: str
 ) -> None:
     serving(server)
-    code, out, err = run(example, call_wav, server.target, lambda: kill_workers(server))
+    log_from = len(server.log())
+    kill = functools.partial(kill_the_calls_worker, server, log_from)
+    code, out, err = run(example, call_wav, server.target, kill)
     assert code == 0, err
     assert out == undisturbed, (out, err)
 
@@ -131,7 +142,9 @@ def test_without_resume_the_worker_sigkill_ends_the_call(
     example: list[str], server: ServerProcess, call_wav: Path
 ) -> None:
     serving(server)
-    code, out, err = run(example, call_wav, server.target, lambda: kill_workers(server), "--no-resume")
+    log_from = len(server.log())
+    kill = functools.partial(kill_the_calls_worker, server, log_from)
+    code, out, err = run(example, call_wav, server.target, kill, "--no-resume")
     assert code == 1, tail(subprocess.CompletedProcess([], code, out, err))
     assert "UNAVAILABLE" in err, err
     assert len(out.splitlines()) < 3, out

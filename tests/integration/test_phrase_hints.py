@@ -3,7 +3,8 @@ reach the engine with the same phrases and boosts; limits are refused naming the
 engine that cannot use hints says so.
 
 The fake engine makes its words from the hinted phrases (engine_sidecar/engines/fake.py), so what reached it shows
-in the transcript; sphinx ignores hints and must say so.
+in the transcript; Whisper writes a hinted name (the recall over a set: test_keyterms.py); sphinx ignores hints
+and must say so.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 PHRASES = (Phrase("Siobhan Kowalczyk", 15), Phrase("Ozempic"))
 HINTED_WORDS = {"Siobhan", "Kowalczyk", "Ozempic"}
+KEYTERMS = FIXTURES / "keyterms"
 VOCABULARY = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"}  # the fake's own
 
 
@@ -223,3 +225,22 @@ def test_the_cli_takes_phrases_and_a_phrases_file(fake_server: ServerProcess, tm
     assert words and words <= HINTED_WORDS | {"Quetzalcoatl"}
     bad = subprocess.run([*cli, "--phrases-file", str(tmp_path / "none.txt"), wav], capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot read --phrases-file" in bad.stderr
+
+
+def test_whisper_writes_a_hinted_name_it_cannot_spell_alone(whisper_server: ServerProcess) -> None:
+    """Whisper tiny.en on a synthetic sentence (tests/fixtures/keyterms): the name comes out right with the hint."""
+    pcm, rate = read_wav_pcm(str(KEYTERMS / "please_put_me_through_rms.wav"))
+    assert rate == 16000
+
+    def transcript(phrases: tuple[Phrase, ...]) -> tuple[pb.SessionStarted, str]:
+        config = StreamConfig(encoding="linear16", sample_rate_hz=16000, phrases=phrases)
+        with SpeechClient(whisper_server.target) as client:
+            responses = list(client.stream(config, pieces(pcm + silence(1.0)), pace=None, timeout=120))
+        return responses[0].started, finals(responses)
+
+    started, plain = transcript(())
+    assert "kowalczyk" not in plain.lower(), plain
+    started, hinted = transcript((Phrase("Siobhan Kowalczyk", 15),))
+    assert started.phrase_hints == pb.PHRASE_HINT_SUPPORT_PROMPT
+    assert "Siobhan Kowalczyk" in hinted, hinted
+    assert "accounting" in hinted.lower(), "the rest of the sentence stays"

@@ -10,10 +10,12 @@ import pytest
 
 from engine_api.audio import BYTES_PER_MS
 from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Progress, Revision
+from engine_api.phrases import PhraseHint
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
 from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder, join_punctuation
 from engine_sidecar.engines.whisper.engine import SEGMENT_MS, WhisperSession, word_key
+from engine_sidecar.engines.whisper.hints import choose, phrases, says
 from engine_sidecar.engines.words import Word, agreed_prefix
 
 CHUNK_MS = 80
@@ -27,26 +29,35 @@ class ScriptedDecoder:
         self.script = script
         self.hear = hear or (lambda words, audio_ms: words)
         self.calls: list[tuple[int, int, str]] = []  # (offset_ms, audio_ms, prompt)
+        self.phrases: list[tuple[str, ...]] = []  # the phrase hints of each decode
 
     def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
         end_ms = offset_ms + len(pcm16) // BYTES_PER_MS
         self.calls.append((offset_ms, len(pcm16) // BYTES_PER_MS, prompt))
+        self.phrases.append(())
         heard = [w for w in self.script if w.start_ms >= offset_ms and w.end_ms <= end_ms]
         return Hypothesis(tuple(self.hear(heard, len(pcm16) // BYTES_PER_MS)))
 
-    transcribe = decode  # it hears every word at once
+    def transcribe(
+        self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en", phrases: tuple[str, ...] = ()
+    ) -> Hypothesis:
+        heard = self.decode(pcm16, offset_ms, prompt, language)  # it hears every word at once
+        self.phrases[-1] = phrases
+        return heard
 
 
 def script(n: int, every_ms: int = 400) -> list[Word]:
     return [Word(f"w{i}", i * every_ms, i * every_ms + every_ms - 50) for i in range(n)]
 
 
-async def run(decoder: ScriptedDecoder, audio_ms: int, speech: bool = True) -> list[EngineOutput]:
+async def run(
+    decoder: ScriptedDecoder, audio_ms: int, speech: bool = True, hints: tuple[PhraseHint, ...] = ()
+) -> list[EngineOutput]:
     queue = DecodeQueue(decoder)  # type: ignore[arg-type]
     queue.start()
     counters = EngineCounters()
     counters.opened()
-    session = WhisperSession(queue, counters, "en", lambda: False)
+    session = WhisperSession(queue, counters, "en", lambda: False, phrases(hints))
     outputs: list[EngineOutput] = []
 
     async def read() -> None:
@@ -178,6 +189,32 @@ async def test_the_queue_reports_its_lag_on_the_injected_clock() -> None:
     await queue.stop()
 
 
+async def test_phrase_hints_go_to_the_final_decodes_the_strongest_first() -> None:
+    decoder = ScriptedDecoder(script(10))
+    hints = (PhraseHint("Ozempic", 5), PhraseHint("avoid me", -5), PhraseHint("Siobhan Kowalczyk", 15))
+    await run(decoder, 10 * 400 + 1200, hints=hints)
+    finals = [p for p, (_, audio_ms, _) in zip(decoder.phrases, decoder.calls, strict=True) if p]
+    assert finals == [("Siobhan Kowalczyk", "Ozempic")], "the final only; a disfavoured phrase is left out"
+    assert len(decoder.phrases) > 2, "interims too, without hints"
+
+
+def test_a_hinted_decode_is_taken_only_where_it_gains_a_phrase_and_covers_the_rest() -> None:
+    def words(text: str, every_ms: int = 400) -> list[Word]:
+        return [Word(t, i * every_ms, i * every_ms + 300) for i, t in enumerate(text.split())]
+
+    plain = words("put me through to share Bun Cow whole check in accounting")
+    named = words("put me through to Siobhan Kowalczyk in accounting", every_ms=600)
+    assert choose(plain, named, ("Siobhan Kowalczyk",)) == named
+    assert choose(plain, named, ("Ozempic",)) == plain, "no phrase gained"
+    assert choose(named, named, ("Siobhan Kowalczyk",)) == named
+    cut = words("put me through to Siobhan Kowalczyk")
+    assert choose(plain, cut, ("Siobhan Kowalczyk",)) == plain, "stopped after the name"
+    loop = words("put me through to Siobhan Kowalczyk " + "you know " * 12)
+    assert choose(plain, loop, ("Siobhan Kowalczyk",)) == plain, "runs on"
+    assert says("siobhan kowalczyk", words("to Siobhan Kowalczyk's desk")) is False
+    assert says("Siobhan Kowalczyk", words("to Siobhan, Kowalczyk.")) is True
+
+
 def test_words_agree_without_case_or_punctuation_and_punctuation_joins_its_word() -> None:
     a = [Word("Ask", 0, 1), Word("not.", 1, 2)]
     b = [Word("ask", 0, 1), Word("not,", 1, 2), Word("what", 2, 3)]
@@ -195,11 +232,14 @@ def test_a_transcription_goes_on_where_a_decode_ended_early() -> None:
     words = script(25)  # 10 s
 
     class StopsEarly(ScriptedDecoder):
-        def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+        def decode(
+            self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en", *_: object
+        ) -> Hypothesis:
             return Hypothesis(super().decode(pcm16, offset_ms, prompt, language).words[:4])
 
     decoder = StopsEarly(words)
-    hypothesis = WhisperDecoder.transcribe(decoder, b"\0\0" * 16 * 10_000, 0, "before")  # type: ignore[arg-type]
+    audio = b"\0\0" * 16 * 10_000
+    hypothesis = WhisperDecoder._transcribe(decoder, audio, 0, "before", "en", "")  # type: ignore[arg-type]
     heard = [w.text for w in hypothesis.words]
     assert heard == [w.text for w in words if w.end_ms <= 10_000][: len(heard)] and len(heard) >= 20
     assert decoder.calls[1][2] == "before w0 w1 w2 w3"

@@ -26,6 +26,7 @@ class DecodeRequest:
     prompt: str = ""  # the text of the utterance before this audio
     language: str = "en"
     whole: bool = False  # all of the audio's words (WhisperDecoder.transcribe), not one decode
+    phrases: tuple[str, ...] = ()  # phrase hints (whole only), the strongest first
 
 
 @dataclass
@@ -108,8 +109,11 @@ class DecodeQueue:
             started = self._busy_since[worker] = self._clock()
             try:
                 r = job.request
-                decode = self._decoder.transcribe if r.whole else self._decoder.decode
-                result = await asyncio.to_thread(decode, r.pcm16, r.offset_ms, r.prompt, r.language)
+                if r.whole:
+                    args = (r.pcm16, r.offset_ms, r.prompt, r.language, r.phrases)
+                    result = await asyncio.to_thread(self._decoder.transcribe, *args)
+                else:
+                    result = await asyncio.to_thread(self._decoder.decode, r.pcm16, r.offset_ms, r.prompt, r.language)
             except Exception as e:  # noqa: BLE001 - the caller gets the error; the queue serves the others
                 if not job.done.done():
                     job.done.set_exception(e)

@@ -18,6 +18,7 @@ import numpy as np
 
 from engine_api.audio import BYTES_PER_MS
 from engine_sidecar.engines.engine import EngineStartError
+from engine_sidecar.engines.whisper import hints
 from engine_sidecar.engines.words import Word
 
 SAMPLE_RATE = 16000
@@ -34,6 +35,9 @@ LOOP_COMPRESSION = 2.4
 RETRIES = ((True, 1.0), (True, 1.2))
 CONTEXT_TOKENS = 448
 MAX_PROMPT_TOKENS = CONTEXT_TOKENS // 2 - 1
+# Phrase hints ("hotwords", as faster-whisper calls them) go first in the prompt, before the text so far, and
+# take at most this share of it: the text before the audio keeps the rest.
+MAX_HOTWORD_TOKENS = MAX_PROMPT_TOKENS // 2
 # When the decoder stops early, the alignment gives its last word all the audio after it: no word is longer.
 MAX_WORD_MS = 1500
 CONTINUE_AFTER_MS = 2000  # audio left after a decode's last word that is decoded again
@@ -101,8 +105,17 @@ class WhisperDecoder:
             )
         return self._tokenizers[language]
 
-    def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
-        """The words of pcm16 (at most 30 s), their times offset by offset_ms; prompt: the text before it."""
+    def decode(
+        self,
+        pcm16: bytes,
+        offset_ms: int,
+        prompt: str = "",
+        language: str = "en",
+        hotwords: str = "",
+        beam_size: int = 1,
+    ) -> Hypothesis:
+        """The words of pcm16 (at most 30 s), their times offset by offset_ms; prompt: the text before it;
+        hotwords: phrases to favour, put before that text in the prompt."""
         import ctranslate2
 
         samples = pcm16_to_float(pcm16)
@@ -111,8 +124,10 @@ class WhisperDecoder:
         features = self._model.feature_extractor(samples)
         frames = min(features.shape[1], WINDOW_FRAMES)
         tokenizer = self._tokenizer(language if self.multilingual else "en")
+        hints = tokenizer.encode(" " + hotwords.strip())[:MAX_HOTWORD_TOKENS] if hotwords.strip() else []  # type: ignore[attr-defined]
         previous = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else []  # type: ignore[attr-defined]
-        head = [tokenizer.sot_prev, *previous[-MAX_PROMPT_TOKENS:]] if previous else []  # type: ignore[attr-defined]
+        context = [*hints, *previous[-(MAX_PROMPT_TOKENS - len(hints)) :]] if previous else hints
+        head = [tokenizer.sot_prev, *context] if context else []  # type: ignore[attr-defined]
         start = [*head, *tokenizer.sot_sequence, tokenizer.no_timestamps]  # type: ignore[attr-defined]
         max_length = min(CONTEXT_TOKENS, len(start) + int(TOKENS_PER_S * samples.size / SAMPLE_RATE) + 16)
         eot = tokenizer.eot  # type: ignore[attr-defined]
@@ -124,7 +139,7 @@ class WhisperDecoder:
             result = self._model.model.generate(
                 encoded,
                 [start],
-                beam_size=1,
+                beam_size=beam_size,
                 max_length=max_length,
                 repetition_penalty=penalty,
                 return_scores=True,
@@ -147,7 +162,19 @@ class WhisperDecoder:
                 words.append(Word(text, start_ms, max(start_ms, end_ms)))
         return Hypothesis(tuple(join_punctuation(words)))
 
-    def transcribe(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+    def transcribe(
+        self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en", phrases: tuple[str, ...] = ()
+    ) -> Hypothesis:
+        """All the words of pcm16 (at most 30 s), with phrase hints where they gain one (whisper/hints.py)."""
+        plain = self._transcribe(pcm16, offset_ms, prompt, language, "")
+        if not phrases:
+            return plain
+        hinted = self._transcribe(pcm16, offset_ms, prompt, language, hints.prompt(phrases), hints.HINTED_BEAM)
+        return Hypothesis(tuple(hints.spelled(hints.choose(plain.words, hinted.words, phrases), phrases)))
+
+    def _transcribe(
+        self, pcm16: bytes, offset_ms: int, prompt: str, language: str, hotwords: str, beam_size: int = 1
+    ) -> Hypothesis:
         """All the words of pcm16 (at most 30 s): decode, and while the words end CONTINUE_AFTER_MS or more
         before the audio does, decode the rest after them with the text so far as the prompt. Without
         timestamps Whisper may end its text early, after a change of topic or speaker (measured: a 25 s
@@ -156,7 +183,8 @@ class WhisperDecoder:
         audio_ms, start_ms = len(pcm16) // BYTES_PER_MS, 0
         while True:
             text = " ".join([prompt, *(w.text for w in words)]).strip()
-            part = self.decode(pcm16[start_ms * BYTES_PER_MS :], offset_ms + start_ms, text, language).words
+            rest = pcm16[start_ms * BYTES_PER_MS :]
+            part = self.decode(rest, offset_ms + start_ms, text, language, hotwords, beam_size).words
             if not part:
                 return Hypothesis(tuple(words))
             words += part

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import EngineInfo, InterimStability
 from engine_api.outputs import Flushed
-from engine_api.phrases import PhraseHint
+from engine_api.phrases import PhraseHint, PhraseHintSupport
 from engine_api.status import EngineStatus
 from engine_sidecar.engines.base import ChannelSession
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.limits import WHISPER_ADMISSION_LAG, WHISPER_SEGMENT, WHISPER_STREAMS_PER_CORE
+from engine_sidecar.engines.whisper import hints
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
 from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder
 from engine_sidecar.engines.whisper.model import check, source_for
@@ -109,11 +110,17 @@ class UtteranceAudio:
 
 class WhisperSession(ChannelSession):
     def __init__(
-        self, queue: DecodeQueue, counters: EngineCounters, language: str, stalled: Callable[[], bool]
+        self,
+        queue: DecodeQueue,
+        counters: EngineCounters,
+        language: str,
+        stalled: Callable[[], bool],
+        phrases: tuple[str, ...] = (),
     ) -> None:
         super().__init__(counters)
         self._queue = queue
         self._language = language
+        self._phrases = phrases  # phrase hints, for the final decodes (whisper/hints.py)
         self._stalled = stalled
         self._interim: asyncio.Task[None] | None = None
         self._segment = 0
@@ -132,7 +139,9 @@ class WhisperSession(ChannelSession):
     def _request(self) -> DecodeRequest:
         """All the words of the segment's audio, after the text of the utterance's earlier segments."""
         prompt = _prompt(self._closed_segments)
-        return DecodeRequest(bytes(self._audio.pcm16), self._audio.start_ms, prompt, self._language, whole=True)
+        return DecodeRequest(
+            bytes(self._audio.pcm16), self._audio.start_ms, prompt, self._language, whole=True, phrases=self._phrases
+        )
 
     def _interim_request(self) -> DecodeRequest:
         """The segment's audio from INTERIM_CONTEXT_MS before the end of its last word sent, after the text of
@@ -141,7 +150,8 @@ class WhisperSession(ChannelSession):
         said = self._committed[self._segment_committed :]
         start_ms = max(self._audio.start_ms, said[-1].end_ms - INTERIM_CONTEXT_MS) if said else self._audio.start_ms
         pcm16 = bytes(self._audio.pcm16[(start_ms - self._audio.start_ms) * BYTES_PER_MS :])
-        return DecodeRequest(pcm16, start_ms, _prompt(self._closed_segments + said), self._language)
+        prompt = _prompt(self._closed_segments + said)
+        return DecodeRequest(pcm16, start_ms, prompt, self._language)
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         self._audio_ms += len(pcm16) // BYTES_PER_MS
@@ -231,6 +241,7 @@ class WhisperEngine:
             max_sessions=min(max_sessions, capacity) if max_sessions else capacity,
             languages=("en",),
             interim_stability=InterimStability.REVISABLE,
+            phrase_hints=PhraseHintSupport.PROMPT,
         )
 
     async def start(self) -> None:
@@ -242,6 +253,7 @@ class WhisperEngine:
             max_sessions=self.info.max_sessions,
             languages=decoder.languages,
             interim_stability=self.info.interim_stability,
+            phrase_hints=self.info.phrase_hints,
         )
         self._queue = DecodeQueue(decoder, self._workers)
         self._queue.start()
@@ -255,7 +267,10 @@ class WhisperEngine:
             language = self.info.languages[0]
         self._counters.opened()
         queue = self._queue
-        return WhisperSession(queue, self._counters, language, lambda: queue.busy_s() > STALLED_DECODE_S)
+        stalled = queue.busy_s
+        return WhisperSession(
+            queue, self._counters, language, lambda: stalled() > STALLED_DECODE_S, hints.phrases(phrase_hints)
+        )
 
     def status(self) -> EngineStatus:
         lag = self._queue.lag_s() if self._queue is not None else 0.0

@@ -1,0 +1,123 @@
+"""Phrase hints on Whisper: the prompt that carries them, and the guard that keeps them from costing the rest.
+
+Whisper takes hints as text before the audio's (faster-whisper's "hotwords"): the model then writes the names it
+was shown. Measured (bench/keyterms.py, docs/benchmarks.md) that alone finds most key terms and also costs text
+elsewhere: a prompt of 50 names made the WER corpus worse (case and commas aside: a repetition loop, a lost
+phrase, a name where none was said). So an utterance's final decode runs twice, without and with the hints, and
+the hinted words are taken only where they say a hinted phrase the plain decode did not, without stopping early
+or running on. The hinted decode searches wider (HINTED_BEAM). Last, a run of words spelled nearly as a phrase
+("Przybilski", "Tlaquepagui", "bright lane") is written as the phrase. Interims are decoded without hints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from engine_api.phrases import PhraseHint
+from engine_sidecar.engines.words import Word
+
+# A hinted decode whose last word ends this much before the plain one's stopped after the name (seen: "...
+# Siobhan Kowalco" and nothing after it).
+CUT_SHORT_MS = 1000
+# A hinted decode this much longer than the plain one runs on (a repetition loop).
+RUN_ON_RATIO = 1.5
+RUN_ON_WORDS = 3
+HINTED_BEAM = 5  # measured: 21 of 34 key terms against 18 greedy (docs/benchmarks.md)
+# A run of up to MAX_RUN words whose letters are this similar to a phrase's (1 - edit distance / length) is the
+# phrase misspelled; runs of fewer than MIN_LETTERS letters are left alone (short words match too much).
+SIMILAR = 0.8
+MAX_RUN = 3
+MIN_LETTERS = 5
+
+
+def phrases(hints: tuple[PhraseHint, ...]) -> tuple[str, ...]:
+    """The favoured phrases (positive boost), the strongest first: the prompt has room for about 110 tokens of
+    them, and boosts only rank them."""
+    return tuple(h.text for h in sorted((h for h in hints if h.boost > 0), key=lambda h: -h.boost))
+
+
+def prompt(hinted: Sequence[str]) -> str:
+    return ", ".join(hinted)
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[\w']+", text.lower())
+
+
+def says(phrase: str, words: Sequence[Word]) -> bool:
+    """The phrase's words, in a row, among the words (case and punctuation aside)."""
+    want = _tokens(phrase)
+    heard = _tokens(" ".join(w.text for w in words))
+    return bool(want) and any(heard[i : i + len(want)] == want for i in range(len(heard) - len(want) + 1))
+
+
+# Spellings of one sound, compared as one (a rough phonetic key: "Efyrine" is "Zephyrine" misheard).
+SOUNDS = (("ph", "f"), ("ck", "k"), ("q", "k"), ("c(?=[eiy])", "s"), ("c", "k"), ("z", "s"), ("x", "ks"), ("y", "i"))
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.lower())
+
+
+def _sounds(letters: str) -> str:
+    for spelling, sound in SOUNDS:
+        letters = re.sub(spelling, sound, letters)
+    return re.sub(r"(.)\1", r"\1", letters)  # doubled letters as one
+
+
+def similarity(a: str, b: str) -> float:
+    """1 - the edit distance of a and b over the longer one's length."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+        previous = current
+    return 1 - previous[-1] / max(len(a), len(b), 1)
+
+
+def _as_phrase(run: Sequence[Word], phrase: str) -> list[Word]:
+    """The phrase's words over the run's time span (split evenly), the run's trailing punctuation kept."""
+    names = phrase.split()
+    trailing = re.search(r"[^\w']*$", run[-1].text)
+    names[-1] += trailing.group() if trailing else ""
+    start, end = run[0].start_ms, run[-1].end_ms
+    step = (end - start) / len(names)
+    return [Word(n, start + round(k * step), start + round((k + 1) * step)) for k, n in enumerate(names)]
+
+
+def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
+    """The words with each run of up to MAX_RUN words spelled nearly as a phrase written as the phrase."""
+    out = list(words)
+    for phrase in hinted_phrases:
+        target = _letters(phrase)
+        if len(target) < MIN_LETTERS:
+            continue
+        i = 0
+        while i < len(out):
+            best: tuple[float, int] | None = None
+            for n in range(1, min(MAX_RUN, len(out) - i) + 1):
+                letters = _letters("".join(w.text for w in out[i : i + n]))
+                score = similarity(_sounds(letters), _sounds(target)) if len(letters) >= MIN_LETTERS else 0.0
+                if score >= SIMILAR and (best is None or score > best[0]):
+                    best = (score, n)
+            if best is None:
+                i += 1
+                continue
+            replacement = _as_phrase(out[i : i + best[1]], phrase)
+            out[i : i + best[1]] = replacement
+            i += len(replacement)
+    return out
+
+
+def choose(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequence[str]) -> Sequence[Word]:
+    """The hinted words where they gain a phrase and otherwise cover what the plain words cover; else plain."""
+    gained = any(says(p, hinted) and not says(p, plain) for p in hinted_phrases)
+    if not gained or not hinted:
+        return plain
+    if plain and hinted[-1].end_ms < plain[-1].end_ms - CUT_SHORT_MS:
+        return plain  # cut short after the name
+    if len(hinted) > RUN_ON_RATIO * len(plain) + RUN_ON_WORDS:
+        return plain  # runs on
+    return hinted
