@@ -37,6 +37,8 @@ export interface Wav {
 }
 export function readWav(source: string | Buffer): Wav;
 export function chunks(data: Buffer, size: number): Generator<Buffer>;
+/** 'TEXT' or 'TEXT:BOOST' as a phrase hint (no boost: the server's default). */
+export function parsePhrase(spec: string): { value: string; boost?: number };
 export function seconds(duration: Duration__Output | null | undefined): number;
 
 export interface ErrorDetails {
@@ -100,6 +102,8 @@ export interface TranscribeWavOptions extends Omit<StreamOptions, 'bytesPerSecon
   languageCode?: string;
   /** A multichannel file: send its channels, each recognized on its own ('separate'), or downmixed by the server ('mix'). */
   channels?: 'separate' | 'mix';
+  /** Phrase hints: names, products, terms to favour. */
+  phrases?: { value: string; boost?: number }[];
 }
 export function transcribeWav(
   client: SpeechClient,

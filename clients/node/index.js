@@ -110,6 +110,17 @@ function readWav(source) {
   return { sampleRate: fmt.sampleRate, channels: fmt.channels, pcm, interleaved };
 }
 
+/**
+ * A phrase hint from 'TEXT' or 'TEXT:BOOST' (the last colon, when a number follows it), as
+ * StreamingConfig.phrase_hints takes it: { value, boost } (no boost: the server's default).
+ */
+function parsePhrase(spec) {
+  const colon = spec.lastIndexOf(':');
+  const boost = colon >= 0 ? spec.slice(colon + 1).trim() : '';
+  if (boost !== '' && Number.isFinite(Number(boost))) return { value: spec.slice(0, colon), boost: Number(boost) };
+  return { value: spec };
+}
+
 /** Split `data` into Buffers of `size` bytes (the last may be shorter). */
 function* chunks(data, size) {
   for (let i = 0; i < data.length; i += size) yield data.subarray(i, i + size);
@@ -212,8 +223,8 @@ function oneConnection(client, config, audio, options) {
  * `chunkMs` pieces (100 ms by default), paced at `pace` x real time (default 1; null: no pacing).
  * Other options: interimResults (default true), wordTimeOffsets, languageCode, channels
  * ('separate': a multichannel file's channels sent interleaved and each recognized on its own,
- * results carrying `channel` 1..N; 'mix': sent so and downmixed by the server), and those of
- * streamRecognize.
+ * results carrying `channel` 1..N; 'mix': sent so and downmixed by the server), phrases (phrase
+ * hints: [{ value, boost }], e.g. from parsePhrase), and those of streamRecognize.
  */
 function transcribeWav(client, wav, options = {}) {
   const { chunkMs = DEFAULT_CHUNK_MS, interimResults = true, wordTimeOffsets = false, languageCode = '' } = options;
@@ -228,6 +239,7 @@ function transcribeWav(client, wav, options = {}) {
     enable_word_time_offsets: wordTimeOffsets,
   };
   if (multichannel) config.channel_mode = options.channels === 'mix' ? 'CHANNEL_MODE_DOWNMIX' : 'CHANNEL_MODE_SEPARATE';
+  if (options.phrases && options.phrases.length) config.phrase_hints = { phrases: options.phrases };
   const frame = 2 * config.audio_channel_count;
   const chunkBytes = Math.max(1, Math.floor((sampleRate * chunkMs) / 1000)) * frame;
   const pace = options.pace === undefined ? 1 : options.pace;
@@ -307,6 +319,7 @@ module.exports = {
   formatError,
   grpc,
   loadApi,
+  parsePhrase,
   readWav,
   seconds,
   streamRecognize,

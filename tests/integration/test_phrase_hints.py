@@ -23,9 +23,11 @@ from google.cloud.speech_v1.services.speech.transports import SpeechGrpcTranspor
 
 from service.phrase_hints import DEFAULT_BOOST, MAX_BOOST, MAX_PHRASE_CHARS, MAX_PHRASES, MIN_BOOST
 from tests.helpers import FIXTURES, ServerProcess, error_reason, read_wav_pcm, silence
+from tests.integration.client_examples import BUILD_TIMEOUT_S, go_example, node_example
 from voxgate_client import Phrase, SpeechClient, StreamConfig
 from voxgate_client.v1 import speech_pb2 as pb
 
+__all__ = ["go_example", "node_example"]  # fixtures
 PHRASES = (Phrase("Siobhan Kowalczyk", 15), Phrase("Ozempic"))
 HINTED_WORDS = {"Siobhan", "Kowalczyk", "Ozempic"}
 KEYTERMS = FIXTURES / "keyterms"
@@ -244,3 +246,18 @@ def test_whisper_writes_a_hinted_name_it_cannot_spell_alone(whisper_server: Serv
     assert started.phrase_hints == pb.PHRASE_HINT_SUPPORT_PROMPT
     assert "Siobhan Kowalczyk" in hinted, hinted
     assert "accounting" in hinted.lower(), "the rest of the sentence stays"
+
+
+@pytest.mark.timeout(BUILD_TIMEOUT_S)  # the first of them may build the Go example
+@pytest.mark.parametrize("language", ["node", "go"])
+def test_the_node_and_go_examples_send_phrase_hints(
+    language: str, fake_server: ServerProcess, request: pytest.FixtureRequest
+) -> None:
+    example: list[str] = request.getfixturevalue(f"{language}_example")
+    wav = str(FIXTURES / "audio" / "go_forward.wav")
+    flag = "--phrase" if language == "node" else "-phrase"
+    args = [flag, "Siobhan Kowalczyk:15", flag, "Ozempic", "--server", fake_server.target, "--no-pace"]
+    out = subprocess.run([*example, wav, *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    words = {w for line in out.stdout.splitlines() for w in line.split("] ", 1)[1].split()}
+    assert words and words <= HINTED_WORDS, out.stdout

@@ -11,6 +11,7 @@
 // (a final that replaces the utterance's interim text has "revised": true; the start
 // says the engine's "interim_stability": "append_only" or "revisable").
 // --capabilities prints the server's GetCapabilities (engine, interim_stability) as JSON.
+// --phrase TEXT[:BOOST] (repeatable) adds a phrase hint: a name or term to favour.
 // --channels sends a multichannel WAV's channels (else it is downmixed here): "separate" has each
 // recognized on its own (finals prefixed "[chN] ", N 1-based), "mix" has the server downmix them.
 //
@@ -23,11 +24,12 @@
 const voxgate = require('..');
 
 const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix] [--no-resume]\n'
+  + '                     [--phrase TEXT[:BOOST]]...\n'
   + '       transcribe.js --capabilities [--server host:port]';
 
 function parseArgs(argv) {
   const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false, channels: null,
-    resume: true };
+    resume: true, phrases: [] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -39,6 +41,7 @@ function parseArgs(argv) {
     else if (arg === '--no-pace') args.pace = null;
     else if (arg === '--json') args.json = true;
     else if (arg === '--no-resume') args.resume = false;
+    else if (arg === '--phrase') args.phrases.push(voxgate.parsePhrase(value()));
     else if (arg === '--capabilities') args.capabilities = true;
     else if (arg === '--channels') {
       args.channels = value();
@@ -136,7 +139,8 @@ async function main() {
     }
   };
   try {
-    await voxgate.transcribeWav(client, args.file, { pace: args.pace, channels: args.channels, resume: args.resume, onResponse });
+    const { pace, channels, resume, phrases } = args;
+    await voxgate.transcribeWav(client, args.file, { pace, channels, resume, phrases, onResponse });
     return 0;
   } catch (err) {
     const details = err.statusDetails || voxgate.errorDetails(err);

@@ -2,6 +2,7 @@
 // final result as "[start → end] text", like `voxgate transcribe`.
 //
 //	transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix] [-no-resume]
+//	               [-phrase TEXT[:BOOST]]...
 //	transcribe -capabilities [-server host:port]
 //
 // The WAV must be 16-bit PCM; stereo (or more channels) is downmixed to mono, or with
@@ -33,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -287,6 +289,25 @@ type options struct {
 	capabilities bool
 	channels     string // "", "separate" or "mix"
 	noResume     bool
+	phrases      phraseFlag
+}
+
+// phraseFlag collects -phrase TEXT[:BOOST] (repeatable): phrase hints.
+type phraseFlag []*pb.Phrase
+
+func (f *phraseFlag) String() string { return fmt.Sprint(len(*f), " phrases") }
+
+// Set parses 'TEXT' or 'TEXT:BOOST' (the last colon, when a number follows it).
+func (f *phraseFlag) Set(spec string) error {
+	phrase := &pb.Phrase{Value: spec}
+	if i := strings.LastIndex(spec, ":"); i >= 0 {
+		if boost, err := strconv.ParseFloat(strings.TrimSpace(spec[i+1:]), 32); err == nil {
+			b := float32(boost)
+			phrase = &pb.Phrase{Value: spec[:i], Boost: &b}
+		}
+	}
+	*f = append(*f, phrase)
+	return nil
 }
 
 // parseArgs accepts flags before and after the WAV path.
@@ -300,6 +321,7 @@ func parseArgs(args []string) (opts options, err error) {
 	fs.BoolVar(&opts.capabilities, "capabilities", false, "print the server's capabilities as JSON and exit")
 	fs.StringVar(&opts.channels, "channels", "", "send a multichannel WAV's channels: separate|mix")
 	fs.BoolVar(&opts.noResume, "no-resume", false, "one connection, whose end is the end of the call")
+	fs.Var(&opts.phrases, "phrase", "a phrase hint, TEXT[:BOOST] (repeatable)")
 	var positional []string
 	for {
 		if err = fs.Parse(args); err != nil {
@@ -356,6 +378,7 @@ func run() int {
 	opts, err := parseArgs(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix] [-no-resume]\n"+
+			"                  [-phrase TEXT[:BOOST]]...\n"+
 			"       transcribe -capabilities [-server host:port]\ntranscribe: error: %v\n", err)
 		return 2
 	}
@@ -379,6 +402,9 @@ func run() int {
 	}
 
 	config, audio, frame := streamConfig(wav, opts.channels)
+	if len(opts.phrases) > 0 {
+		config.PhraseHints = &pb.PhraseHints{Phrases: opts.phrases}
+	}
 	streamOpts := resume.Options{Pace: opts.pace, OnResponse: func(resp *pb.StreamingRecognizeResponse) {
 		printResponse(resp, opts.json)
 	}}
