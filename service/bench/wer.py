@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from engine_api.edit_distance import edit_distance
+
 ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
 ONES_WORDS = (ONES + "seventeen eighteen nineteen").split()
 TENS_WORDS = ["_", "_", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
@@ -31,14 +33,7 @@ def normalize(text: str) -> list[str]:
 
 def word_errors(reference: str, hypothesis: str) -> int:
     """Substitutions + deletions + insertions between the normalized word sequences (Levenshtein on words)."""
-    ref, hyp = normalize(reference), normalize(hypothesis)
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i] + [0] * len(hyp)
-        for j, h in enumerate(hyp, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
-        prev = cur
-    return prev[-1]
+    return edit_distance(normalize(reference), normalize(hypothesis))
 
 
 def word_error_rate(reference: str, hypothesis: str) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from engine_api.edit_distance import edit_distance
 from engine_api.phrases import PhraseHint
 from engine_sidecar.engines.words import Word
 
@@ -68,13 +69,7 @@ def _sounds(letters: str) -> str:
 
 def similarity(a: str, b: str) -> float:
     """1 - the edit distance of a and b over the longer one's length."""
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
-        previous = current
-    return 1 - previous[-1] / max(len(a), len(b), 1)
+    return 1 - edit_distance(a, b) / max(len(a), len(b), 1)
 
 
 def _as_phrase(run: Sequence[Word], phrase: str) -> list[Word]:
