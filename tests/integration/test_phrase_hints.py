@@ -68,6 +68,16 @@ def test_hints_reach_the_engine_with_their_boosts(fake_server: ServerProcess) ->
     assert not any(r.HasField("warning") for r in responses)
 
 
+def test_the_most_hints_the_limits_allow_reach_the_engine(fake_server: ServerProcess) -> None:
+    """500 phrases of 100 characters each, four-byte characters included: the engine's Open carries them all."""
+    phrases = tuple(Phrase(f"{i:03d}" + "\U0001f600" * (MAX_PHRASE_CHARS - 3), -1) for i in range(MAX_PHRASES))
+    responses = voxgate_stream(fake_server, phrases)
+    applied = responses[0].started.effective_config.phrase_hints.phrases
+    assert [p.value for p in applied] == [p.value for p in phrases]
+    plain = finals(responses)
+    assert plain and set(plain.split()) <= VOCABULARY, "disfavoured phrases are not the fake's words"
+
+
 def test_capabilities_say_what_the_engine_does_and_the_limits(fake_server: ServerProcess) -> None:
     caps = fake_server.stub().GetCapabilities(pb.GetCapabilitiesRequest(), timeout=10).phrase_hints
     assert caps.support == pb.PHRASE_HINT_SUPPORT_BOOST
