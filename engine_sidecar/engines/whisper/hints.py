@@ -11,6 +11,7 @@ or running on. The hinted decode searches wider (HINTED_BEAM). Last, a run of wo
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -61,6 +62,7 @@ def _letters(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
 
 
+@functools.lru_cache(maxsize=4096)  # the same runs are keyed again for every phrase
 def _sounds(letters: str) -> str:
     for spelling, sound in SOUNDS:
         letters = re.sub(spelling, sound, letters)
@@ -82,6 +84,13 @@ def _as_phrase(run: Sequence[Word], phrase: str) -> list[Word]:
     return [Word(n, start + round(k * step), start + round((k + 1) * step)) for k, n in enumerate(names)]
 
 
+def _may_match(letters: str, target: str) -> bool:
+    """Lengths that leave a similarity of SIMILAR possible (with room for the sound key's changes): the edit
+    distance, quadratic, runs only then (500 phrases over an utterance took 2 s of CPU without this bound)."""
+    longer = max(len(letters), len(target))
+    return len(letters) >= MIN_LETTERS and abs(len(letters) - len(target)) <= (1 - SIMILAR) * longer + 2
+
+
 def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
     """The words with each run of up to MAX_RUN words spelled nearly as a phrase written as the phrase."""
     out = list(words)
@@ -89,12 +98,13 @@ def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
         target = _letters(phrase)
         if len(target) < MIN_LETTERS:
             continue
+        sound = _sounds(target)
         i = 0
         while i < len(out):
             best: tuple[float, int] | None = None
             for n in range(1, min(MAX_RUN, len(out) - i) + 1):
                 letters = _letters("".join(w.text for w in out[i : i + n]))
-                score = similarity(_sounds(letters), _sounds(target)) if len(letters) >= MIN_LETTERS else 0.0
+                score = similarity(_sounds(letters), sound) if _may_match(letters, target) else 0.0
                 if score >= SIMILAR and (best is None or score > best[0]):
                     best = (score, n)
             if best is None:
