@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from engine_api.info import InterimStability, PositionMode
-from engine_api.phrases import PhraseHintSupport
+from engine_api.phrases import PhraseHint, PhraseHintSupport
 
 from .transcript import Result
 
@@ -37,7 +37,15 @@ class FinalizeIn:
     pass
 
 
-ClientInput = AudioIn | KeepAliveIn | FinalizeIn
+@dataclass(frozen=True)
+class PhraseHintsIn:
+    """Replace the session's phrase hints; `rejected` (the error, naming the field) when a limit was broken."""
+
+    hints: tuple[PhraseHint, ...] = ()
+    rejected: str = ""
+
+
+ClientInput = AudioIn | KeepAliveIn | FinalizeIn | PhraseHintsIn
 
 
 # Session → client
@@ -69,6 +77,14 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class HintsUpdated:
+    """The session's phrase hints were replaced; utterances that begin after audio_ms use them."""
+
+    hints: tuple[PhraseHint, ...]
+    audio_ms: int
+
+
+@dataclass(frozen=True)
 class Ended:
     reason: EndReason
     message: str
@@ -83,4 +99,4 @@ class FlowReport:
     lag_ms: int
 
 
-SessionOutput = Started | Result | SpeechEvent | Notice | FlowReport | Ended
+SessionOutput = Started | Result | SpeechEvent | Notice | FlowReport | HintsUpdated | Ended

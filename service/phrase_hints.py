@@ -28,6 +28,7 @@ SUPPORT = {
     PhraseHintSupport.BOOST: pb.PHRASE_HINT_SUPPORT_BOOST,
 }
 IGNORED_WARNING = "PHRASE_HINTS_IGNORED"
+REJECTED_WARNING = "PHRASE_HINTS_REJECTED"  # a mid-call replacement broke a limit: the hints stay as they were
 
 
 class SpeechContext(Protocol):

@@ -17,8 +17,10 @@ from .events import (
     EndReason,
     FinalizeIn,
     FlowReport,
+    HintsUpdated,
     KeepAliveIn,
     Notice,
+    PhraseHintsIn,
     SessionOutput,
     SpeechEvent,
     Started,
@@ -103,9 +105,14 @@ def client_input(msg: pb.StreamingRecognizeRequest) -> ClientInput:
         return KeepAliveIn()
     if kind == "finalize":
         return FinalizeIn()
+    if kind == "phrase_hints":
+        try:
+            return PhraseHintsIn(phrase_hints.from_proto(msg.phrase_hints, "phrase_hints"))
+        except errors.StreamError as exc:  # a call goes on with the hints it had: the client is told why
+            return PhraseHintsIn(rejected=f"{exc.field}: {exc.message}")
     if kind == "config":
         raise errors.protocol_order("config may only be sent once, in the first request; it cannot change mid-stream")
-    raise errors.protocol_order("empty request: set one of config, audio, keep_alive, finalize")
+    raise errors.protocol_order("empty request: set one of config, audio, keep_alive, finalize, phrase_hints")
 
 
 CHANNEL_MODES = {
@@ -216,6 +223,13 @@ def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: 
                 acked_audio_bytes=out.acked_audio_bytes,
                 buffered_audio_ms=out.buffered_audio_ms,
                 lag_ms=out.lag_ms,
+            ),
+        )
+    if isinstance(out, HintsUpdated):
+        return pb.StreamingRecognizeResponse(
+            seq=seq,
+            phrase_hints_updated=pb.PhraseHintsUpdated(
+                phrase_hints=phrase_hints.to_proto(out.hints), audio_offset=duration_ms(out.audio_ms)
             ),
         )
     if isinstance(out, Ended):

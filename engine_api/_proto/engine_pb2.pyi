@@ -68,6 +68,7 @@ class SessionInput(_message.Message):
     AUDIO_FIELD_NUMBER: _builtins.int
     FLUSH_FIELD_NUMBER: _builtins.int
     CLOSE_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def open(self) -> Global___Open:
         """First message."""
@@ -82,6 +83,10 @@ class SessionInput(_message.Message):
     def close(self) -> Global___Close:
         """End of input: flush, then Closed, then the stream ends."""
 
+    @_builtins.property
+    def phrase_hints(self) -> Global___PhraseHints:
+        """Favour these from the next utterance on (the one in progress keeps its own); empty clears them."""
+
     def __init__(
         self,
         *,
@@ -89,12 +94,13 @@ class SessionInput(_message.Message):
         audio: Global___AudioChunk | None = ...,
         flush: Global___Flush | None = ...,
         close: Global___Close | None = ...,
+        phrase_hints: Global___PhraseHints | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "close", b"close", "flush", b"flush", "input", b"input", "open", b"open"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "close", b"close", "flush", b"flush", "input", b"input", "open", b"open", "phrase_hints", b"phrase_hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "close", b"close", "flush", b"flush", "input", b"input", "open", b"open"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "close", b"close", "flush", b"flush", "input", b"input", "open", b"open", "phrase_hints", b"phrase_hints"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_input: _TypeAlias = _typing.Literal["open", "audio", "flush", "close"]  # noqa: Y015
+    _WhichOneofReturnType_input: _TypeAlias = _typing.Literal["open", "audio", "flush", "close", "phrase_hints"]  # noqa: Y015
     _WhichOneofArgType_input: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_input) -> _WhichOneofReturnType_input | None: ...
 
@@ -153,6 +159,26 @@ class PhraseHint(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PhraseHint: _TypeAlias = PhraseHint  # noqa: Y015
+
+@_typing.final
+class PhraseHints(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HINTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def hints(self) -> _containers.RepeatedCompositeFieldContainer[Global___PhraseHint]: ...
+    def __init__(
+        self,
+        *,
+        hints: _abc.Iterable[Global___PhraseHint] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PhraseHints: _TypeAlias = PhraseHints  # noqa: Y015
 
 @_typing.final
 class AudioChunk(_message.Message):

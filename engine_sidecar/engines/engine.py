@@ -38,6 +38,10 @@ class EngineSession(Protocol):
         """End the utterance: every delta for the audio pushed so far (or a Revision), then Flushed(marker)."""
         ...
 
+    async def set_phrase_hints(self, hints: tuple[PhraseHint, ...]) -> None:
+        """Favour these from the next utterance on: the one in progress, if any, keeps the hints it began with."""
+        ...
+
     async def close(self) -> None:
         """End of input: flush, emit Closed, end outputs()."""
         ...

@@ -72,6 +72,13 @@ class FakeSession(ChannelSession):
         self._pending = list(script.words)
         self._generated = 0
         self._vocabulary = _vocabulary(phrase_hints)
+        self._speaking = False  # speech came since the last flush
+
+    def _in_utterance(self) -> bool:
+        return self._speaking
+
+    def _use_hints(self, hints: tuple[PhraseHint, ...]) -> None:
+        self._vocabulary = _vocabulary(hints)
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         s = self._script
@@ -82,6 +89,7 @@ class FakeSession(ChannelSession):
         if s.step_sleep_ms:
             await asyncio.sleep(s.step_sleep_ms / 1000)
         chunk_ms = len(pcm16) // BYTES_PER_MS
+        self._speaking = self._speaking or speech
         if speech and not s.words:
             self._speech_ms += chunk_ms
             while self._speech_ms >= s.word_ms:
@@ -101,6 +109,8 @@ class FakeSession(ChannelSession):
 
     async def flush(self, marker: int) -> None:
         await self._emit_until(self._audio_ms)
+        self._speaking = False
+        self._utterance_ended()
         await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 
 import grpc
 import structlog
@@ -59,7 +59,7 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
         try:
             self._opening += 1
             try:
-                hints = tuple(PhraseHint(h.text, h.boost) for h in first.open.phrase_hints)
+                hints = _hints(first.open.phrase_hints)
                 session = await self._engine.open_session(first.open.session_id, first.open.language_code, hints)
             finally:
                 self._opening -= 1
@@ -99,11 +99,17 @@ class EngineServicer(engine_pb2_grpc.EngineServicer):
                 await session.push_audio(msg.audio.pcm16, msg.audio.speech)
             elif kind == "flush":
                 await session.flush(msg.flush.marker)
+            elif kind == "phrase_hints":
+                await session.set_phrase_hints(_hints(msg.phrase_hints.hints))
             elif kind == "close":
                 await session.close()
                 return
         # The service went away without closing: drop the session.
         await session.abort()
+
+
+def _hints(given: Iterable[pb.PhraseHint]) -> tuple[PhraseHint, ...]:
+    return tuple(PhraseHint(h.text, h.boost) for h in given)
 
 
 class SessionEnded(Exception):

@@ -4,8 +4,8 @@ The client's interleaved audio is split (audio/channels.py) and each part fed to
 Session of its own, so every channel has its own engine session, utterances and endpoints,
 while the session is still one to the client: one Started, one response log with every
 result and speech event tagged with its channel, one Ended, one resume token. The parts
-have equal sample counts, so the channels share one clock. A finalize, keep-alive or
-half-close goes to every channel. How it ends is the same whatever the channel count: the
+have equal sample counts, so the channels share one clock. A finalize, keep-alive, hint
+change or half-close goes to every channel. How it ends is the same whatever the channel count: the
 first channel to end otherwise than by the client's end (an error, the engine lost, a cap,
 idle, drain) stops the others with the same reason, and its Ended and error are the
 session's, after every channel's finals. Resume works as for mono: the client's byte
@@ -29,7 +29,7 @@ from ..audio.channels import ChannelSplit
 from ..audio.decode import InvalidAudio
 from ..clock import Clock
 from ..config import Config
-from ..events import AudioIn, ClientInput, Ended, EndReason, FlowReport, Notice, SpeechEvent, Started
+from ..events import AudioIn, ClientInput, Ended, EndReason, FlowReport, HintsUpdated, Notice, SpeechEvent, Started
 from ..session_config import ChannelMode, SessionConfig
 from ..transcript import Result
 from .core import Session
@@ -37,7 +37,9 @@ from .engine_source import EngineSource
 from .log import ResponseLog
 
 log = structlog.get_logger("session")
-ONCE_PER_SESSION = frozenset({"IDLE_WARNING", phrase_hints.IGNORED_WARNING})  # not once per channel
+ONCE_PER_SESSION = frozenset(  # not once per channel
+    {"IDLE_WARNING", phrase_hints.IGNORED_WARNING, phrase_hints.REJECTED_WARNING}
+)
 FEED_DEPTH = 4  # client messages queued per channel: the slowest channel holds the client back
 
 
@@ -257,8 +259,8 @@ class ChannelSessions:
                 item = replace(item, channel=tag)
             elif isinstance(item, FlowReport):  # only the first channel reports (one clock); in the client's bytes
                 item = replace(item, acked_audio_bytes=self._split.to_client_bytes(item.acked_audio_bytes))
-            elif isinstance(item, Notice) and k and item.code in ONCE_PER_SESSION:
-                continue  # every channel's idle clock is the same one; its engine the same
+            elif k and (isinstance(item, HintsUpdated) or (isinstance(item, Notice) and item.code in ONCE_PER_SESSION)):
+                continue  # every channel's idle clock is the same one, its engine and its hints the same
             self.log.append(item)
         self._pumped()
 

@@ -119,6 +119,8 @@ class Session:
         )
         self.log.append(started)
         self.started = started
+        if info.phrase_hints is PhraseHintSupport.NONE:
+            self._inbound.hints_ignored_by = info.engine or "speech"
         if self.cfg.phrase_hints and info.phrase_hints is PhraseHintSupport.NONE:
             said = f"the {info.engine} engine does not use phrase hints: {len(self.cfg.phrase_hints)} ignored"
             self.log.append(Notice(phrase_hints.IGNORED_WARNING, said))

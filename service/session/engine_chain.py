@@ -11,7 +11,7 @@ yet turned into text is replayed, so the transcript and its offsets continue.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 import grpc
@@ -24,7 +24,7 @@ from ..clock import Clock
 from ..config import Config
 from ..events import EndReason, Notice
 from .alarm import Alarm, sleep
-from .engine_inputs import EngineQueue, Flush
+from .engine_inputs import EngineQueue, Flush, SetHints
 from .engine_source import (
     EngineFailed,
     EngineFull,
@@ -196,6 +196,9 @@ class EngineChain:
                 metrics.LAG.observe(lag_s)
             elif isinstance(item, Flush):
                 await stream.send_flush(item.marker)
+            elif isinstance(item, SetHints):
+                self._request = replace(self._request, phrase_hints=item.hints)  # a fresh stream opens with them
+                await stream.send_phrase_hints(item.hints)
             else:
                 self._close_taken = True
                 self._freeze.close_sent()

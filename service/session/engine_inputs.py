@@ -1,4 +1,4 @@
-"""What the inbound half hands the engine half: audio chunks, flushes and the close, through a bounded queue.
+"""What the inbound half hands the engine half: audio chunks, flushes, hint changes and the close, in a bounded queue.
 
 The queue is the session's backpressure: when it is full the client's stream is not read,
 and HTTP/2 flow control holds the client.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+
+from engine_api.phrases import PhraseHint
 
 from ..limits import ENGINE_QUEUE_CHUNKS
 from .intake import Chunk
@@ -25,7 +27,14 @@ class Close:
     """No more audio: the engine flushes and answers Closed."""
 
 
-EngineInput = Chunk | Flush | Close
+@dataclass(frozen=True)
+class SetHints:
+    """Replace the session's phrase hints: the engine uses them from its next utterance on."""
+
+    hints: tuple[PhraseHint, ...]
+
+
+EngineInput = Chunk | Flush | Close | SetHints
 EngineQueue = asyncio.Queue[EngineInput]
 
 

@@ -16,7 +16,7 @@ from engine_api.audio import SAMPLE_RATE_HZ
 from engine_api.frames import OK, READ_LIMIT_BYTES, FrameError, frame, parse_output, read_frame, tune
 from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import Closed, Delta, Diagnostic, EngineOutput, Flushed, Progress, Revision
-from engine_api.phrases import PhraseHintSupport
+from engine_api.phrases import PhraseHint, PhraseHintSupport
 from engine_api.v1 import engine_pb2 as epb
 from engine_api.v1 import engine_pb2_grpc
 from engine_api.wire import output_from_proto
@@ -54,7 +54,7 @@ class EngineLink:
                 session_id=request.session_id,
                 language_code=request.language,
                 sample_rate_hz=SAMPLE_RATE_HZ,
-                phrase_hints=[epb.PhraseHint(text=h.text, boost=h.boost) for h in request.phrase_hints],
+                phrase_hints=_hints(request.phrase_hints),
             )
         )
         self._outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue(maxsize=ENGINE_OUTPUTS.value)
@@ -133,6 +133,9 @@ class EngineLink:
     async def send_flush(self, marker: int) -> None:
         await self.write(epb.SessionInput(flush=epb.Flush(marker=marker)))
 
+    async def send_phrase_hints(self, hints: tuple[PhraseHint, ...]) -> None:
+        await self.write(epb.SessionInput(phrase_hints=epb.PhraseHints(hints=_hints(hints))))
+
     async def send_close(self) -> None:
         await self.write(epb.SessionInput(close=epb.Close()))
 
@@ -196,3 +199,7 @@ def stream_failure(code: str, details: str) -> EngineFailed | EngineLost:
 def open_refusal(code: str, details: str) -> EngineFull | EngineLost:
     """How an engine's refusal to open a session (status `code`) is taken: full (try another), else lost."""
     return EngineFull(details) if code == "RESOURCE_EXHAUSTED" else EngineLost(f"{code}: {details}")
+
+
+def _hints(hints: tuple[PhraseHint, ...]) -> list[epb.PhraseHint]:
+    return [epb.PhraseHint(text=h.text, boost=h.boost) for h in hints]

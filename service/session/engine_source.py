@@ -59,6 +59,10 @@ class EngineStream(Protocol):
 
     async def send_flush(self, marker: int) -> None: ...
 
+    async def send_phrase_hints(self, hints: tuple[PhraseHint, ...]) -> None:
+        """Replace the phrase hints, from the engine's next utterance on."""
+        ...
+
     async def send_close(self) -> None: ...
 
     async def cancel(self) -> None:

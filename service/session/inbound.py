@@ -12,12 +12,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from enum import Enum
 
+from .. import phrase_hints
 from ..audio.vad import SpeechBoundary
 from ..clock import Clock
 from ..config import Config
-from ..events import AudioIn, ClientInput, FinalizeIn, SpeechEvent
+from ..events import AudioIn, ClientInput, FinalizeIn, HintsUpdated, Notice, PhraseHintsIn, SpeechEvent
 from ..session_config import SessionConfig
-from .engine_inputs import Close, EngineQueue, Flush
+from .engine_inputs import Close, EngineQueue, Flush, SetHints
 from .intake import AudioIntake, Chunk
 from .log import ResponseLog
 from .stats import SessionStats
@@ -50,12 +51,13 @@ class Inbound:
         self._stats = stats
         self._timers = timers
         self._flush_marker = 0
-        self._unqueued: deque[Chunk | SpeechBoundary | Flush | Close] = deque()  # see _forward
+        self._unqueued: deque[Chunk | SpeechBoundary | Flush | SetHints | Close] = deque()  # see _forward
         self._forwarding = asyncio.Lock()
         self._stopped = False
         self._at_endpoint = False  # stop once the utterance in progress has ended (a drain)
         self._reader: asyncio.Task[StreamEnd] | None = None
         self._awaiting_client = False
+        self.hints_ignored_by = ""  # the engine's name when it does not use phrase hints (core.py sets it)
 
     async def read(self, inputs: AsyncIterator[ClientInput]) -> StreamEnd:
         """Read a client stream into the engine queue until it ends, reaches the cap, or stop() is called.
@@ -108,13 +110,26 @@ class Inbound:
                     return StreamEnd.STOPPED
             elif isinstance(msg, FinalizeIn) and not self.intake.skipping:  # else resent after a resume: applied then
                 await self._forward([*self.intake.cut(self._clock.monotonic()), self._next_flush()])
+            elif isinstance(msg, PhraseHintsIn) and not self.intake.skipping:  # as FinalizeIn
+                await self._replace_hints(msg)
         return StreamEnd.STOPPED
+
+    async def _replace_hints(self, msg: PhraseHintsIn) -> None:
+        """Hand new hints to the engine after the audio before them, and answer the client."""
+        if msg.rejected:
+            self._log.append(Notice(phrase_hints.REJECTED_WARNING, f"phrase hints unchanged: {msg.rejected}"))
+            return
+        await self._forward([SetHints(msg.hints)])
+        self._log.append(HintsUpdated(msg.hints, self.intake.received_ms))
+        if msg.hints and self.hints_ignored_by:
+            said = f"the {self.hints_ignored_by} engine does not use phrase hints: {len(msg.hints)} ignored"
+            self._log.append(Notice(phrase_hints.IGNORED_WARNING, said))
 
     async def finish(self) -> None:
         """The end of input: the intake's last audio, then Close."""
         await self._forward([*self.intake.finish(self._clock.monotonic()), Close()])
 
-    async def _forward(self, outputs: Iterable[Chunk | SpeechBoundary | Flush | Close]) -> None:
+    async def _forward(self, outputs: Iterable[Chunk | SpeechBoundary | Flush | SetHints | Close]) -> None:
         """Hand intake outputs to the engine queue, in order.
 
         Each waits in _unqueued until it is in the queue: the intake has already counted its audio as

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 
-from voxgate_client import FINALIZE, StreamConfig
+from voxgate_client import FINALIZE, Phrase, SetPhrases, StreamConfig
 from voxgate_client.outbox import AsyncOutbox, Outbox
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -220,3 +220,19 @@ def test_what_is_kept_for_a_redo_is_bounded_by_max_unacked() -> None:
     assert list(sender) == [] and box.finished()
     # Only the newest three items are kept: the redo starts at the oldest audio still held.
     assert box.restart_at(box.finalized_offset()) == 500
+
+
+def test_a_redo_starts_with_the_phrase_hints_in_force_where_it_starts() -> None:
+    first, second = SetPhrases((Phrase("Ozempic"),)), SetPhrases((Phrase("Siobhan"),))
+    items = [b"\1" * ITEM, first, b"\2" * ITEM, b"\3" * ITEM, second, b"\4" * ITEM]
+    box = Outbox(iter(items), CONFIG, pace=None, max_unacked=1 << 20)
+    sender = box.sender(FIRST, box.new_epoch(), threading.Event(), answered())
+    take(sender, 7)
+    box.ack(400)
+    assert box.phrases_before(100) is None, "the change at 100 may not have arrived: it is resent"
+    box.finalized(250)  # the first change is behind the last final: only it is needed before there
+    assert box.phrases_before(box.finalized_offset()) == first.phrases
+    assert box.restart_at(250) == 250
+    redo = list(box.sender(FIRST, box.new_epoch(), threading.Event(), answered()))[1:]
+    assert [r.WhichOneof("request") for r in redo] == ["audio", "phrase_hints", "audio"], "the later one resent"
+    assert box.phrases_before(400) == second.phrases

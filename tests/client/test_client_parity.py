@@ -99,7 +99,7 @@ SCENARIOS = [
     Scenario(
         "bad item",
         bad_item,
-        error=("TypeError", "audio items must be bytes, FINALIZE or KEEP_ALIVE, not int"),
+        error=("TypeError", "audio items must be bytes, FINALIZE, KEEP_ALIVE or SetPhrases, not int"),
         served=None,
         cancels=True,
     ),

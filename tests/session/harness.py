@@ -16,9 +16,20 @@ from dataclasses import dataclass, field, replace
 from engine_api.audio import BYTES_PER_MS
 from engine_api.info import InterimStability, PositionMode
 from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Progress
+from engine_api.phrases import PhraseHint
 from service.audio.decode import Encoding
 from service.config import Config
-from service.events import AudioIn, ClientInput, Ended, FinalizeIn, FlowReport, KeepAliveIn, Notice, SessionOutput
+from service.events import (
+    AudioIn,
+    ClientInput,
+    Ended,
+    FinalizeIn,
+    FlowReport,
+    KeepAliveIn,
+    Notice,
+    PhraseHintsIn,
+    SessionOutput,
+)
 from service.session.core import Session
 from service.session.engine_source import EngineFailed, EngineLost, EngineRequest, EngineStream, StreamInfo
 from service.session_config import SessionConfig
@@ -147,6 +158,10 @@ class FakeStream:
         if self.answering:
             self.emit(Flushed(marker, self._audio_ms))
 
+    async def send_phrase_hints(self, hints: tuple[PhraseHint, ...]) -> None:
+        await self._write()
+        self.received.append("hints " + ",".join(h.text for h in hints))
+
     async def send_close(self) -> None:
         await self._write()
         self.received.append("close")
@@ -170,6 +185,7 @@ class FakeEngine:
         self.refusal: Exception | None = None
         self.answering = True  # new streams answer (False: they take audio in silence, as a frozen engine)
         self.opens = 0
+        self.requests: list[EngineRequest] = []  # what each open was asked for
 
     @property
     def stream(self) -> FakeStream:
@@ -179,6 +195,7 @@ class FakeEngine:
         self, request: EngineRequest, base_ms: int, wait_s: float, failed: EngineStream | None = None
     ) -> FakeStream:
         self.opens += 1
+        self.requests.append(request)
         if self.refusal is not None:
             raise self.refusal
         stream = FakeStream(base_ms, self.answering)
@@ -225,6 +242,10 @@ class Client:
 
     def keep_alive(self) -> None:
         self._requests.put_nowait(KeepAliveIn())
+
+    def hints(self, *texts: str, rejected: str = "") -> None:
+        """Replace the phrase hints (each with boost 10), or send a replacement the edge rejected."""
+        self._requests.put_nowait(PhraseHintsIn(tuple(PhraseHint(t, 10.0) for t in texts), rejected))
 
     def half_close(self) -> None:
         self._requests.put_nowait(None)

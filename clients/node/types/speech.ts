@@ -16,6 +16,7 @@ import type { KvGroupRuntime as _voxgate_v1_KvGroupRuntime, KvGroupRuntime__Outp
 import type { Phrase as _voxgate_v1_Phrase, Phrase__Output as _voxgate_v1_Phrase__Output } from './voxgate/v1/Phrase';
 import type { PhraseHintCapabilities as _voxgate_v1_PhraseHintCapabilities, PhraseHintCapabilities__Output as _voxgate_v1_PhraseHintCapabilities__Output } from './voxgate/v1/PhraseHintCapabilities';
 import type { PhraseHints as _voxgate_v1_PhraseHints, PhraseHints__Output as _voxgate_v1_PhraseHints__Output } from './voxgate/v1/PhraseHints';
+import type { PhraseHintsUpdated as _voxgate_v1_PhraseHintsUpdated, PhraseHintsUpdated__Output as _voxgate_v1_PhraseHintsUpdated__Output } from './voxgate/v1/PhraseHintsUpdated';
 import type { PositionRuntime as _voxgate_v1_PositionRuntime, PositionRuntime__Output as _voxgate_v1_PositionRuntime__Output } from './voxgate/v1/PositionRuntime';
 import type { RecognitionResult as _voxgate_v1_RecognitionResult, RecognitionResult__Output as _voxgate_v1_RecognitionResult__Output } from './voxgate/v1/RecognitionResult';
 import type { SessionEnded as _voxgate_v1_SessionEnded, SessionEnded__Output as _voxgate_v1_SessionEnded__Output } from './voxgate/v1/SessionEnded';
@@ -61,6 +62,7 @@ export interface ProtoGrpcType {
       PhraseHintCapabilities: MessageTypeDefinition<_voxgate_v1_PhraseHintCapabilities, _voxgate_v1_PhraseHintCapabilities__Output>
       PhraseHintSupport: EnumTypeDefinition
       PhraseHints: MessageTypeDefinition<_voxgate_v1_PhraseHints, _voxgate_v1_PhraseHints__Output>
+      PhraseHintsUpdated: MessageTypeDefinition<_voxgate_v1_PhraseHintsUpdated, _voxgate_v1_PhraseHintsUpdated__Output>
       PositionMode: EnumTypeDefinition
       PositionRuntime: MessageTypeDefinition<_voxgate_v1_PositionRuntime, _voxgate_v1_PositionRuntime__Output>
       RecognitionResult: MessageTypeDefinition<_voxgate_v1_RecognitionResult, _voxgate_v1_RecognitionResult__Output>

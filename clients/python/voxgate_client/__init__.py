@@ -2,7 +2,7 @@
 
 from .audio import Audio, chunk_bytes, chunks, decode, encode, read_raw, read_wav, read_wav_channels
 from .client import AsyncSpeechClient, SpeechClient, Transcript
-from .config import FINALIZE, KEEP_ALIVE, AudioItem, Control, Phrase, StreamConfig
+from .config import FINALIZE, KEEP_ALIVE, AudioItem, Control, Phrase, SetPhrases, StreamConfig
 from .encodings import ENCODINGS, Encoding
 from .g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
 from .responses import (
@@ -28,6 +28,7 @@ __all__ = [
     "Encoding",
     "Phrase",
     "ResumePolicy",
+    "SetPhrases",
     "SpeechClient",
     "StreamConfig",
     "Transcript",

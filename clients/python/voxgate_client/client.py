@@ -1,7 +1,7 @@
 """gRPC clients for the voxgate Speech service: asyncio and blocking flavours.
 
 Both send the config first, then, once the server has answered it, each audio
-item (bytes, FINALIZE or KEEP_ALIVE) in order, optionally paced to real time,
+item (bytes, FINALIZE, KEEP_ALIVE or SetPhrases) in order, optionally paced to real time,
 and half-close when the audio iterable ends; the server then flushes a final
 result and an `ended` response before closing the stream. Both run the same
 stream, with resume or without (voxgate_client.resume, voxgate_client.outbox).

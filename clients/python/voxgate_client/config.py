@@ -16,6 +16,7 @@ __all__ = [
     "AudioItem",
     "Control",
     "Phrase",
+    "SetPhrases",
     "StreamConfig",
     "audio_item_duration_s",
     "config_request",
@@ -32,8 +33,6 @@ class Control(enum.Enum):
 
 FINALIZE = Control.FINALIZE
 KEEP_ALIVE = Control.KEEP_ALIVE
-
-AudioItem = bytes | Control
 
 
 def _duration(seconds: float) -> duration_pb2.Duration:
@@ -76,6 +75,24 @@ class Phrase:
         if self.boost is not None:
             phrase.boost = self.boost
         return phrase
+
+
+def _phrase_hints(phrases: tuple[Phrase, ...]) -> speech_pb2.PhraseHints:
+    return speech_pb2.PhraseHints(phrases=[p.to_proto() for p in phrases])
+
+
+@dataclass(frozen=True)
+class SetPhrases:
+    """An item an audio iterable may yield: replace the session's phrase hints
+    (StreamConfig.phrases; empty clears them). Utterances that begin after it use them; the
+    server answers with a `phrase_hints_updated` response, or a PHRASE_HINTS_REJECTED warning
+    naming a broken limit."""
+
+    phrases: tuple[Phrase, ...] = ()
+
+
+AudioItem = bytes | Control | SetPhrases
+NOT_AUDIO = (Control, SetPhrases)  # the items without audio: isinstance(item, NOT_AUDIO)
 
 
 @dataclass(frozen=True)
@@ -142,7 +159,7 @@ class StreamConfig:
             enable_word_time_offsets=self.word_time_offsets,
             endpointing=speech_pb2.EndpointingConfig(silence_ms=self.endpointing_silence_ms),
             limits=limits,
-            phrase_hints=speech_pb2.PhraseHints(phrases=[p.to_proto() for p in self.phrases]),
+            phrase_hints=_phrase_hints(self.phrases),
         )
 
 
@@ -156,13 +173,18 @@ def request_for(item: AudioItem) -> speech_pb2.StreamingRecognizeRequest:
         return speech_pb2.StreamingRecognizeRequest(finalize=speech_pb2.Finalize())
     if item is Control.KEEP_ALIVE:
         return speech_pb2.StreamingRecognizeRequest(keep_alive=speech_pb2.KeepAlive())
+    if isinstance(item, SetPhrases):
+        return speech_pb2.StreamingRecognizeRequest(phrase_hints=_phrase_hints(item.phrases))
     if isinstance(item, (bytes, bytearray, memoryview)):
         return speech_pb2.StreamingRecognizeRequest(audio=bytes(item))
-    raise TypeError(f"audio items must be bytes, FINALIZE or KEEP_ALIVE, not {type(item).__name__}")
+    raise TypeError(ITEM_TYPES_ERROR.format(type(item).__name__))
+
+
+ITEM_TYPES_ERROR = "audio items must be bytes, FINALIZE, KEEP_ALIVE or SetPhrases, not {}"
 
 
 def audio_item_duration_s(item: AudioItem, config: StreamConfig) -> float:
     """Seconds of audio in an item (0 for control items)."""
-    if isinstance(item, Control):
+    if isinstance(item, NOT_AUDIO):
         return 0.0
     return len(item) / config.bytes_per_second

@@ -17,7 +17,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 
-from .config import AudioItem, StreamConfig
+from .config import AudioItem, Phrase, StreamConfig
 from .outbox_buffer import Entry, OutboxBuffer, Step, checked
 from .send_loop import WAIT_S, Answer, Hold, Pause, Request, send_loop
 
@@ -63,6 +63,10 @@ class Outbox:
             start = self._box.restart_at(offset)
             self._cond.notify_all()
             return start
+
+    def phrases_before(self, offset: int) -> tuple[Phrase, ...] | None:
+        with self._cond:
+            return self._box.phrases_before(offset)
 
     def finished(self) -> bool:
         with self._cond:
@@ -177,6 +181,9 @@ class AsyncOutbox:
         start = self._box.restart_at(offset)
         self._changed.set()
         return start
+
+    def phrases_before(self, offset: int) -> tuple[Phrase, ...] | None:
+        return self._box.phrases_before(offset)
 
     def finished(self) -> bool:
         return self._box.finished()

@@ -8,7 +8,16 @@ import enum
 from collections import deque
 from dataclasses import dataclass
 
-from .config import AudioItem, Control, StreamConfig, audio_item_duration_s
+from .config import (
+    ITEM_TYPES_ERROR,
+    NOT_AUDIO,
+    AudioItem,
+    Control,
+    Phrase,
+    SetPhrases,
+    StreamConfig,
+    audio_item_duration_s,
+)
 from .pacing import Pacer
 
 
@@ -20,21 +29,21 @@ class Entry:
 
     @property
     def end(self) -> int:
-        return self.offset + (0 if isinstance(self.item, Control) else len(self.item))
+        return self.offset + (0 if isinstance(self.item, NOT_AUDIO) else len(self.item))
 
 
 def _covered(entry: Entry, acked: int) -> bool:
     """The server has `entry`: audio up to its end, or a control item with audio after it."""
-    return entry.offset < acked if isinstance(entry.item, Control) else entry.end <= acked
+    return entry.offset < acked if isinstance(entry.item, NOT_AUDIO) else entry.end <= acked
 
 
 def checked(item: object) -> AudioItem:
-    """An item of the caller's iterable, as kept: bytes or a Control (else TypeError)."""
-    if isinstance(item, Control):
+    """An item of the caller's iterable, as kept: bytes, Control or SetPhrases (else TypeError)."""
+    if isinstance(item, NOT_AUDIO):
         return item
     if isinstance(item, (bytes, bytearray, memoryview)):
         return bytes(item)
-    raise TypeError(f"audio items must be bytes, FINALIZE or KEEP_ALIVE, not {type(item).__name__}")
+    raise TypeError(ITEM_TYPES_ERROR.format(type(item).__name__))
 
 
 class Step(enum.Enum):
@@ -66,6 +75,9 @@ class OutboxBuffer:
         self._redo: deque[Entry] = deque()
         self._redo_bytes = 0
         self._finalized = 0
+        # Phrase-hint changes read, with their offsets: a new session starts with those in force
+        # where its audio starts (the last one before the finalized offset, every one after it).
+        self._hint_changes: deque[Entry] = deque()
         self.exhausted = False
         self.epoch = 0
         self.changes = 0  # counts acks and new connections: what a held-back sender waits for
@@ -105,6 +117,13 @@ class OutboxBuffer:
         self._finalized = max(self._finalized, offset)
         while self._redo and _covered(self._redo[0], self._finalized):
             self._drop_redo_head()
+        while len(self._hint_changes) > 1 and _covered(self._hint_changes[1], self._finalized):
+            self._hint_changes.popleft()
+
+    def phrases_before(self, offset: int) -> tuple[Phrase, ...] | None:
+        """The phrase hints the iterable set last before stream offset `offset` (None: none)."""
+        before = [e.item for e in self._hint_changes if _covered(e, offset)]
+        return before[-1].phrases if before and isinstance(before[-1], SetPhrases) else None
 
     def finalized_offset(self) -> int:
         """The end of the audio whose final results came: a lost session's successor starts
@@ -126,7 +145,7 @@ class OutboxBuffer:
             self._buffer.popleft()
         if self._buffer and self._buffer[0].offset < offset:
             head = self._buffer[0]
-            assert not isinstance(head.item, Control)
+            assert not isinstance(head.item, NOT_AUDIO)
             self._buffer[0] = Entry(head.serial, offset, head.item[offset - head.offset :])
         return self._buffer[0].offset if self._buffer else self._offset
 
@@ -161,6 +180,8 @@ class OutboxBuffer:
         entry = Entry(self._serial, self._offset, item)
         self._serial += 1
         self._offset = entry.end
+        if isinstance(item, SetPhrases):
+            self._hint_changes.append(entry)
         # A keep-alive is never worth resending; without resume nothing is.
         if self._max_unacked is not None and item is not Control.KEEP_ALIVE:
             self._buffer.append(entry)

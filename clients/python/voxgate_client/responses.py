@@ -189,11 +189,15 @@ def _warning(m: speech_pb2.Warning) -> dict[str, Any]:
     return {"code": m.code, "message": m.message}
 
 
+def _phrase_hints_updated(m: speech_pb2.PhraseHintsUpdated) -> dict[str, Any]:
+    return {"phrases": _phrases(m.phrase_hints), "offset_s": duration_s(m.audio_offset)}
+
+
 def response_to_dict(response: speech_pb2.StreamingRecognizeResponse) -> dict[str, Any]:
     """`{"seq": n, "type": kind, ...fields of that kind}`.
 
-    `type` is the name of the set oneof field: started, result, speech_event,
-    ended or warning ("unknown" for a kind newer than this client).
+    `type` is the name of the set oneof field: started, result, speech_event, ended, warning,
+    flow_status or phrase_hints_updated ("unknown" for a kind newer than this client).
     """
     kind = response.WhichOneof("response")
     out: dict[str, Any] = {"seq": response.seq, "type": kind or "unknown"}
@@ -207,6 +211,8 @@ def response_to_dict(response: speech_pb2.StreamingRecognizeResponse) -> dict[st
         out.update(_ended(response.ended))
     elif kind == "warning":
         out.update(_warning(response.warning))
+    elif kind == "phrase_hints_updated":
+        out.update(_phrase_hints_updated(response.phrase_hints_updated))
     return out
 
 

@@ -51,6 +51,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import replace
 
 import grpc
 
@@ -254,6 +255,8 @@ class _Resumer:
         self._timeline.new_session(start)
         self._token, self._last_seq, self._finalized, self._heard = "", 0, set(), False
         self._reopening = True
+        if (phrases := self._outbox.phrases_before(start)) is not None:  # the hints in force there
+            self._config = replace(self._config, phrases=phrases)
         self.request = _first_config(self._config, self._policy)
 
 

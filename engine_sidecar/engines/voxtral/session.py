@@ -22,6 +22,7 @@ import structlog
 
 from engine_api.audio import BYTES_PER_MS, BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 from engine_api.outputs import Closed, Delta, Diagnostic, DiagnosticKind, EngineOutput, Flushed
+from engine_api.phrases import PhraseHint
 from engine_api.status import SessionStat
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.output_queue import OutputChannel
@@ -136,6 +137,9 @@ class VoxtralSession:
         self._raise_if_failed()
         self._flushes.append((marker, self._pushed_ms()))
         await self._ack_flushes()
+
+    async def set_phrase_hints(self, hints: tuple[PhraseHint, ...]) -> None:
+        """Voxtral does not use phrase hints yet (its info says NONE; the service warns the client)."""
 
     async def close(self) -> None:
         self._closing = True

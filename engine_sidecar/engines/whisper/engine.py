@@ -126,6 +126,12 @@ class WhisperSession(ChannelSession):
         self._segment = 0
         self._new_utterance()
 
+    def _in_utterance(self) -> bool:
+        return self._audio.speech or bool(self._closed_segments)
+
+    def _use_hints(self, given: tuple[PhraseHint, ...]) -> None:
+        self._phrases = hints.phrases(given)
+
     def _new_utterance(self) -> None:
         self._audio = UtteranceAudio(self._audio_ms)  # the current segment's
         self._segment += 1  # which segment an interim decode was asked for
@@ -219,6 +225,7 @@ class WhisperSession(ChannelSession):
         for output in final_outputs(self._committed, final):
             await self._out.put(output)
         self._new_utterance()
+        self._utterance_ended()
         await self._out.put(Flushed(marker=marker, audio_ms=self._audio_ms))
 
     async def abort(self) -> None:

@@ -345,6 +345,7 @@ class StreamingRecognizeRequest(_message.Message):
     AUDIO_FIELD_NUMBER: _builtins.int
     KEEP_ALIVE_FIELD_NUMBER: _builtins.int
     FINALIZE_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
     audio: _builtins.bytes
     """Raw audio in the configured encoding; whole samples (of every channel: whole frames) only."""
     @_builtins.property
@@ -359,6 +360,15 @@ class StreamingRecognizeRequest(_message.Message):
     def finalize(self) -> Global___Finalize:
         """Closes the current utterance now (a final result follows); the stream goes on."""
 
+    @_builtins.property
+    def phrase_hints(self) -> Global___PhraseHints:
+        """Replaces the session's phrase hints (StreamingConfig.phrase_hints; empty clears them), within
+        the same limits. Utterances that begin after this point of the audio use them; the one in
+        progress keeps those it began with. Answered by PhraseHintsUpdated, or, when a limit is
+        broken, by a Warning PHRASE_HINTS_REJECTED naming the field: the hints stay as they were
+        and the stream goes on.
+        """
+
     def __init__(
         self,
         *,
@@ -366,12 +376,13 @@ class StreamingRecognizeRequest(_message.Message):
         audio: _builtins.bytes = ...,
         keep_alive: Global___KeepAlive | None = ...,
         finalize: Global___Finalize | None = ...,
+        phrase_hints: Global___PhraseHints | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "config", b"config", "finalize", b"finalize", "keep_alive", b"keep_alive", "request", b"request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "config", b"config", "finalize", b"finalize", "keep_alive", b"keep_alive", "phrase_hints", b"phrase_hints", "request", b"request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "config", b"config", "finalize", b"finalize", "keep_alive", b"keep_alive", "request", b"request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio", b"audio", "config", b"config", "finalize", b"finalize", "keep_alive", b"keep_alive", "phrase_hints", b"phrase_hints", "request", b"request"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["config", "audio", "keep_alive", "finalize"]  # noqa: Y015
+    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["config", "audio", "keep_alive", "finalize", "phrase_hints"]  # noqa: Y015
     _WhichOneofArgType_request: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_request) -> _WhichOneofReturnType_request | None: ...
 
@@ -672,6 +683,7 @@ class StreamingRecognizeResponse(_message.Message):
     ENDED_FIELD_NUMBER: _builtins.int
     WARNING_FIELD_NUMBER: _builtins.int
     FLOW_STATUS_FIELD_NUMBER: _builtins.int
+    PHRASE_HINTS_UPDATED_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Per-session, strictly increasing, starting at 1. 0 marks a response outside the session's
     replayable log: the SessionStarted (resumed = true) that opens a resumed stream.
@@ -688,6 +700,8 @@ class StreamingRecognizeResponse(_message.Message):
     def warning(self) -> Global___Warning: ...
     @_builtins.property
     def flow_status(self) -> Global___FlowStatus: ...
+    @_builtins.property
+    def phrase_hints_updated(self) -> Global___PhraseHintsUpdated: ...
     def __init__(
         self,
         *,
@@ -698,16 +712,47 @@ class StreamingRecognizeResponse(_message.Message):
         ended: Global___SessionEnded | None = ...,
         warning: Global___Warning | None = ...,
         flow_status: Global___FlowStatus | None = ...,
+        phrase_hints_updated: Global___PhraseHintsUpdated | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "flow_status", b"flow_status", "response", b"response", "result", b"result", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "flow_status", b"flow_status", "phrase_hints_updated", b"phrase_hints_updated", "response", b"response", "result", b"result", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "flow_status", b"flow_status", "response", b"response", "result", b"result", "seq", b"seq", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended", b"ended", "flow_status", b"flow_status", "phrase_hints_updated", b"phrase_hints_updated", "response", b"response", "result", b"result", "seq", b"seq", "speech_event", b"speech_event", "started", b"started", "warning", b"warning"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_response: _TypeAlias = _typing.Literal["started", "result", "speech_event", "ended", "warning", "flow_status"]  # noqa: Y015
+    _WhichOneofReturnType_response: _TypeAlias = _typing.Literal["started", "result", "speech_event", "ended", "warning", "flow_status", "phrase_hints_updated"]  # noqa: Y015
     _WhichOneofArgType_response: _TypeAlias = _typing.Literal["response", b"response"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_response) -> _WhichOneofReturnType_response | None: ...
 
 Global___StreamingRecognizeResponse: _TypeAlias = StreamingRecognizeResponse  # noqa: Y015
+
+@_typing.final
+class PhraseHintsUpdated(_message.Message):
+    """A phrase_hints request was applied."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHRASE_HINTS_FIELD_NUMBER: _builtins.int
+    AUDIO_OFFSET_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def phrase_hints(self) -> Global___PhraseHints:
+        """The session's phrase hints from here on, as applied: each with its boost."""
+
+    @_builtins.property
+    def audio_offset(self) -> _duration_pb2.Duration:
+        """The audio received when the request came: utterances that begin after it use these hints."""
+
+    def __init__(
+        self,
+        *,
+        phrase_hints: Global___PhraseHints | None = ...,
+        audio_offset: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["audio_offset", b"audio_offset", "phrase_hints", b"phrase_hints"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_offset", b"audio_offset", "phrase_hints", b"phrase_hints"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PhraseHintsUpdated: _TypeAlias = PhraseHintsUpdated  # noqa: Y015
 
 @_typing.final
 class FlowStatus(_message.Message):

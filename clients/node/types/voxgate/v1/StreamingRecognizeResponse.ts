@@ -6,6 +6,7 @@ import type { SpeechEvent as _voxgate_v1_SpeechEvent, SpeechEvent__Output as _vo
 import type { SessionEnded as _voxgate_v1_SessionEnded, SessionEnded__Output as _voxgate_v1_SessionEnded__Output } from '../../voxgate/v1/SessionEnded';
 import type { Warning as _voxgate_v1_Warning, Warning__Output as _voxgate_v1_Warning__Output } from '../../voxgate/v1/Warning';
 import type { FlowStatus as _voxgate_v1_FlowStatus, FlowStatus__Output as _voxgate_v1_FlowStatus__Output } from '../../voxgate/v1/FlowStatus';
+import type { PhraseHintsUpdated as _voxgate_v1_PhraseHintsUpdated, PhraseHintsUpdated__Output as _voxgate_v1_PhraseHintsUpdated__Output } from '../../voxgate/v1/PhraseHintsUpdated';
 import type { Long } from '@grpc/proto-loader';
 
 export interface StreamingRecognizeResponse {
@@ -16,7 +17,8 @@ export interface StreamingRecognizeResponse {
   'ended'?: (_voxgate_v1_SessionEnded | null);
   'warning'?: (_voxgate_v1_Warning | null);
   'flow_status'?: (_voxgate_v1_FlowStatus | null);
-  'response'?: "started"|"result"|"speech_event"|"ended"|"warning"|"flow_status";
+  'phrase_hints_updated'?: (_voxgate_v1_PhraseHintsUpdated | null);
+  'response'?: "started"|"result"|"speech_event"|"ended"|"warning"|"flow_status"|"phrase_hints_updated";
 }
 
 export interface StreamingRecognizeResponse__Output {
@@ -27,5 +29,6 @@ export interface StreamingRecognizeResponse__Output {
   'ended'?: (_voxgate_v1_SessionEnded__Output | null);
   'warning'?: (_voxgate_v1_Warning__Output | null);
   'flow_status'?: (_voxgate_v1_FlowStatus__Output | null);
-  'response'?: "started"|"result"|"speech_event"|"ended"|"warning"|"flow_status";
+  'phrase_hints_updated'?: (_voxgate_v1_PhraseHintsUpdated__Output | null);
+  'response'?: "started"|"result"|"speech_event"|"ended"|"warning"|"flow_status"|"phrase_hints_updated";
 }
