@@ -13,7 +13,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,11 +125,13 @@ async def livekit_stream(
     pace: float = 1.0,
     flush_at_s: float | None = None,
     on_event: Callable[[Any], Awaitable[None] | None] | None = None,
+    actions: Sequence[tuple[float, Callable[[Any], None]]] = (),
     **stream_kwargs: Any,
 ) -> LiveKitRun:
     """Play `pcm` (at `rate`) into `stt.stream()` as a room's audio track would: `frame_ms` frames
-    at `pace` times real time (0: all at once), `flush()` at `flush_at_s`, then `end_input()`;
-    collect every SpeechEvent until the stream ends."""
+    at `pace` times real time (0: all at once), `flush()` at `flush_at_s`, each action (called
+    with the stream) at its second of audio, then `end_input()`; collect every SpeechEvent until
+    the stream ends."""
     stream = stt.stream(**stream_kwargs)
     run = LiveKitRun(started_at=time.monotonic())
 
@@ -137,7 +139,10 @@ async def livekit_stream(
         start = time.monotonic()
         run.started_wall = time.time()
         flushed = flush_at_s is None
+        due = sorted(actions, key=lambda a: a[0])
         for i, frame in enumerate(frames(pcm, rate, frame_ms)):
+            while due and i * frame_ms / 1000 >= due[0][0]:
+                due.pop(0)[1](stream)
             if not flushed and i * frame_ms / 1000 >= flush_at_s:  # type: ignore[operator]
                 stream.flush()
                 flushed = True

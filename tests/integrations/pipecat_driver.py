@@ -7,7 +7,8 @@ the tests package. Usage: python pipecat_driver.py PLAN_JSON, where the plan has
   0: as fast as the pipeline takes it), language, vad_events, endpointing_silence_ms,
   resume ({backoff_s, ...} or false), retry_delay_s, wait_for_session (play once the first
   session has started), finalize_at_s (times in the audio to push a VADUserStoppedSpeakingFrame
-  at), language_at_s ([[seconds, code], ...]: STTUpdateSettingsFrame).
+  at), language_at_s ([[seconds, code], ...]: STTUpdateSettingsFrame), keyterms (the service's),
+  keyterms_at_s ([[seconds, [term, ...]], ...]: STTUpdateSettingsFrame with VoxgateSTTSettings).
 Lines: {"t": seconds since start, "kind": "frame" | "pushed" | "event" | "upstream" | "audio_done" | "done", ...}
 """
 
@@ -41,7 +42,7 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.settings import STTSettings
 from pipecat.workers.runner import WorkerRunner
-from pipecat_voxgate import VoxgateSTTService
+from pipecat_voxgate import VoxgateSTTService, VoxgateSTTSettings
 
 from voxgate_client import ResumePolicy
 
@@ -104,6 +105,7 @@ class AudioFileSource(FrameProcessor):
         pace = plan.get("pace", 1.0)
         finalize_at = sorted(plan.get("finalize_at_s", []))
         language_at = sorted(plan.get("language_at_s", []))
+        keyterms_at = sorted(plan.get("keyterms_at_s", []))
         start = time.monotonic()
         for i in range(0, len(pcm), step):
             at_s = i / (2 * rate)
@@ -113,6 +115,9 @@ class AudioFileSource(FrameProcessor):
             while language_at and language_at[0][0] <= at_s:
                 _, code = language_at.pop(0)
                 await self.push_frame(STTUpdateSettingsFrame(delta=STTSettings(language=code)))
+            while keyterms_at and keyterms_at[0][0] <= at_s:
+                _, terms = keyterms_at.pop(0)
+                await self.push_frame(STTUpdateSettingsFrame(delta=VoxgateSTTSettings(keyterms=terms)))
             await self.push_frame(InputAudioRawFrame(audio=pcm[i : i + step], sample_rate=rate, num_channels=1))
             if pace:
                 delay = start + (i + step) / (2 * rate) / pace - time.monotonic()
@@ -159,6 +164,7 @@ async def main(plan: dict[str, Any]) -> None:
         vad_events=plan.get("vad_events", False),
         endpointing_silence_ms=plan.get("endpointing_silence_ms", 0),
         retry_delay_s=plan.get("retry_delay_s", 1.0),
+        keyterms=plan.get("keyterms", ()),
     )
     for name in (
         "on_speech_started",

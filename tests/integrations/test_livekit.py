@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ServerProcess, start_server, word_error_rate
+from tests.helpers import ServerProcess, read_wav_pcm, start_server, word_error_rate
 from tests.integrations.drive import (
     RATE,
     TRUTH,
@@ -24,7 +24,7 @@ from tests.integrations.drive import (
 )
 from tests.integrations.fixtures import require_livekit
 from tests.relay import Relay
-from voxgate_client import ResumePolicy
+from voxgate_client import Phrase, ResumePolicy
 
 require_livekit()
 
@@ -104,6 +104,24 @@ async def test_audio_sent_all_at_once_keeps_each_utterance_between_its_speech_ev
         await stt.aclose()
     assert run.sequence == UTTERANCE * 2, run.describe()
     assert [f.alternatives[0].text for f in run.of("final_transcript")] == reference
+
+
+async def test_keyterms_replaced_mid_call_apply_from_the_next_utterance(fake_server: ServerProcess) -> None:
+    # The fake engine's words are the hinted phrases' words: which key terms an utterance was heard with shows.
+    gap_s = seconds_of(read_wav_pcm("go_forward.wav")[0]) + 0.75  # between the two utterances
+    stt = voxgate.STT(address=fake_server.target, keyterms=["Ozempic"])
+
+    def replace(_: Any) -> None:
+        stt.update_options(keyterms=[Phrase("Siobhan Kowalczyk", 15)])
+
+    try:
+        # Unpaced: the update goes into the stream's input after the frames before it, whatever the timing.
+        run = await livekit_stream(stt, two_utterances(), frame_ms=20, pace=0, actions=[(gap_s, replace)])
+    finally:
+        await stt.aclose()
+    finals = [set(f.alternatives[0].text.split()) for f in run.of("final_transcript")]
+    assert len(finals) == 2 and finals[0] == {"Ozempic"}, finals
+    assert finals[1] and finals[1] <= {"Siobhan", "Kowalczyk"}, finals
 
 
 async def test_recognize_gives_one_final_with_words(sphinx_server: ServerProcess) -> None:

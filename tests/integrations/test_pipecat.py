@@ -116,6 +116,29 @@ def test_vad_stop_finalizes_the_utterance_without_waiting_for_the_endpoint(
     assert word_error_rate(TRUTH["go_forward.wav"], finals[0]["text"]) <= 0.25
 
 
+def test_keyterms_updated_mid_call_apply_from_the_next_utterance(
+    pipecat_python: Path, fake_server: ServerProcess, tmp_path: Path
+) -> None:
+    # The fake engine's words are the hinted phrases' words: which key terms an utterance was heard with shows.
+    # Pipecat's audio frames are system frames and overtake a settings frame: played at twice real time, the
+    # update lands in the silence between the utterances (0.45 s of wall time before the second).
+    gap_s = seconds_of(one_utterance()) - 0.6  # inside the silence after the first utterance
+    pcm = two_utterances()
+    run = run_pipecat(
+        pipecat_python,
+        tmp_path,
+        pcm,
+        target=fake_server.target,
+        pace=2.0,
+        keyterms=["Ozempic"],
+        keyterms_at_s=[[gap_s, ["Siobhan Kowalczyk"]]],
+    )
+    finals = [set(f["text"].split()) for f in run.frames("TranscriptionFrame")]
+    assert len(finals) == 2 and finals[0] == {"Ozempic"}, sequence_message(run)
+    assert finals[1] and finals[1] <= {"Siobhan", "Kowalczyk"}, sequence_message(run)
+    assert len(run.events("on_session_started")) == 1, "the same session: no reconnect"
+
+
 def test_a_language_update_starts_the_next_session_on_the_same_connection(
     pipecat_python: Path, sphinx_server: ServerProcess, tmp_path: Path, relay_factory: type[Relay]
 ) -> None:

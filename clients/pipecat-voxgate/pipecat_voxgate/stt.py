@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -52,13 +53,17 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.errors import ErrorCategory
 from pipecat.utils.time import time_now_iso8601
 from pipecat.utils.tracing.service_decorators import traced_stt
+from pipecat.utils.types import NOT_GIVEN, NotGiven
 
 from voxgate_client import (
     FINALIZE,
     AsyncSpeechClient,
     AudioItem,
+    Phrase,
     ResumePolicy,
+    SetPhrases,
     StreamConfig,
+    as_phrases,
     error_details,
     format_error,
 )
@@ -70,7 +75,7 @@ from voxgate_client.v1 import speech_pb2 as pb
 from .audio_queue import AudioQueue, End, Rotate
 from .results import VoxgateResult, VoxgateWord, pipecat_language, voxgate_result
 
-__all__ = ["VoxgateResult", "VoxgateSTTService", "VoxgateWord"]
+__all__ = ["VoxgateResult", "VoxgateSTTService", "VoxgateSTTSettings", "VoxgateWord"]
 
 # Speech end -> final transcript, p99: voxgate's endpoint fires after its endpointing silence
 # (800 ms by default) and the final follows the engine's flush; a VADUserStoppedSpeakingFrame
@@ -84,6 +89,15 @@ _PERMANENT = {
     grpc.StatusCode.PERMISSION_DENIED: ErrorCategory.AUTHORIZATION,
     grpc.StatusCode.UNIMPLEMENTED: ErrorCategory.INVALID_REQUEST,
 }
+
+
+@dataclass
+class VoxgateSTTSettings(STTSettings):
+    """STTSettings with voxgate's key terms (phrase hints): a list of strings or
+    voxgate_client.Phrase. Updating them mid-call replaces the session's hints from its next
+    utterance on (no new session)."""
+
+    keyterms: Any | NotGiven = field(default_factory=lambda: NOT_GIVEN)
 
 
 class VoxgateSTTService(STTService):
@@ -103,6 +117,7 @@ class VoxgateSTTService(STTService):
         word_time_offsets: bool = True,
         endpointing_silence_ms: int = 0,
         resume: bool | ResumePolicy = True,
+        keyterms: Sequence[str | Phrase] = (),
         vad_events: bool = False,
         finalize_on_vad_stop: bool = True,
         token: str | None = None,
@@ -125,6 +140,10 @@ class VoxgateSTTService(STTService):
         word_time_offsets: word timings in each frame's ``result.words``.
         endpointing_silence_ms: silence that ends an utterance; 0: the server's (800 ms).
         resume: voxgate_client's resume policy: True (its default), a ResumePolicy, or False.
+        keyterms: names, products and jargon to favour (phrase hints): strings, or
+            voxgate_client.Phrase with a boost. Replaced mid-call with
+            ``STTUpdateSettingsFrame(delta=VoxgateSTTSettings(keyterms=[...]))``: the session
+            uses them from its next utterance on.
         vad_events: broadcast ProposedUserStarted/StoppedSpeakingFrame from voxgate's speech
             events (for ExternalUserTurnStartStrategy / ExternalUserTurnStopStrategy).
         finalize_on_vad_stop: on VADUserStoppedSpeakingFrame, ask voxgate for the final now.
@@ -140,7 +159,7 @@ class VoxgateSTTService(STTService):
         super().__init__(
             sample_rate=sample_rate,
             ttfs_p99_latency=ttfs_p99_latency,
-            settings=STTSettings(model=None, language=language or ""),
+            settings=VoxgateSTTSettings(model=None, language=language or "", keyterms=list(keyterms)),
             **kwargs,
         )
         self._endpoint = Endpoint.from_env(address, token, credentials, channel_options)
@@ -158,6 +177,7 @@ class VoxgateSTTService(STTService):
             encoding="linear16",
             sample_rate_hz=16000,  # validates the options now
             endpointing_silence_ms=endpointing_silence_ms,
+            phrases=as_phrases(keyterms),
         )
 
         self._queue: AudioQueue | None = None
@@ -231,7 +251,13 @@ class VoxgateSTTService(STTService):
         changed = await super()._update_settings(delta)
         if "language" in changed:
             await self._request_reconnect()
+        elif "keyterms" in changed and self._queue is not None:
+            self._queue.put(SetPhrases(self._phrases()))  # after the audio before it: from its next utterance
         return changed
+
+    def _phrases(self) -> tuple[Phrase, ...]:
+        keyterms = getattr(self._settings, "keyterms", ())
+        return as_phrases(keyterms if isinstance(keyterms, (list, tuple)) else ())
 
     # -- audio in --------------------------------------------------------------
 
@@ -269,6 +295,7 @@ class VoxgateSTTService(STTService):
             interim_results=self._interim_results,
             word_time_offsets=self._word_time_offsets,
             endpointing_silence_ms=self._endpointing_silence_ms,
+            phrases=self._phrases(),
         )
 
     async def _sessions(self) -> None:

@@ -2,7 +2,16 @@
 
 from .audio import Audio, chunk_bytes, chunks, decode, encode, read_raw, read_wav, read_wav_channels
 from .client import AsyncSpeechClient, SpeechClient, Transcript
-from .config import FINALIZE, KEEP_ALIVE, AudioItem, Control, Phrase, SetPhrases, StreamConfig
+from .config import (
+    FINALIZE,
+    KEEP_ALIVE,
+    AudioItem,
+    Control,
+    Phrase,
+    SetPhrases,
+    StreamConfig,
+    as_phrases,
+)
 from .encodings import ENCODINGS, Encoding
 from .g711 import decode_alaw, decode_mulaw, encode_alaw, encode_mulaw
 from .responses import (
@@ -33,6 +42,7 @@ __all__ = [
     "StreamConfig",
     "Transcript",
     "__version__",
+    "as_phrases",
     "bearer_metadata",
     "capabilities_to_dict",
     "chunk_bytes",

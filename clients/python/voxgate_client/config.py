@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from google.protobuf import duration_pb2
@@ -18,6 +19,7 @@ __all__ = [
     "Phrase",
     "SetPhrases",
     "StreamConfig",
+    "as_phrases",
     "audio_item_duration_s",
     "config_request",
     "request_for",
@@ -75,6 +77,11 @@ class Phrase:
         if self.boost is not None:
             phrase.boost = self.boost
         return phrase
+
+
+def as_phrases(terms: Iterable[str | Phrase]) -> tuple[Phrase, ...]:
+    """Key terms as phrase hints: a string has the server's default boost."""
+    return tuple(t if isinstance(t, Phrase) else Phrase(t) for t in terms)
 
 
 def _phrase_hints(phrases: tuple[Phrase, ...]) -> speech_pb2.PhraseHints:

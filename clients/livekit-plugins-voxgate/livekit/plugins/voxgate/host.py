@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from livekit.agents import stt
 
-from voxgate_client import AsyncSpeechClient, ResumePolicy, StreamConfig
+from voxgate_client import AsyncSpeechClient, Phrase, ResumePolicy, StreamConfig
 from voxgate_client.endpoint import Endpoint
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -23,6 +23,7 @@ class STTOptions:
     word_time_offsets: bool
     endpointing_silence_ms: int
     resume: bool | ResumePolicy
+    keyterms: tuple[Phrase, ...] = ()
 
     def stream_config(self) -> StreamConfig:
         return StreamConfig(
@@ -32,6 +33,7 @@ class STTOptions:
             interim_results=self.interim_results,
             word_time_offsets=self.word_time_offsets,
             endpointing_silence_ms=self.endpointing_silence_ms,
+            phrases=self.keyterms,
         )
 
 

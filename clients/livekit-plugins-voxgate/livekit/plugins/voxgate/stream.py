@@ -5,15 +5,18 @@ mapping, and why END_OF_SPEECH waits for the utterance's final)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
 from livekit import rtc
 from livekit.agents import APIConnectionError, APIConnectOptions, LanguageCode, stt
+from livekit.agents.types import NOT_GIVEN, NotGivenOr
+from livekit.agents.utils import is_given
 
-from voxgate_client import FINALIZE, AudioItem
+from voxgate_client import FINALIZE, AudioItem, Phrase, SetPhrases, as_phrases
 from voxgate_client.responses import duration_s
 from voxgate_client.speech_order import SpeechBoundary, SpeechOrder
 from voxgate_client.v1 import speech_pb2 as pb
@@ -44,6 +47,14 @@ class SpeechStream(stt.SpeechStream):
         # channel while a session starts, so the time a session reads its first frame is late.
         self._first_push_wall: float | None = None
         self._consumed_s = 0.0
+
+    def update_options(self, *, keyterms: NotGivenOr[Sequence[str | Phrase]] = NOT_GIVEN) -> None:
+        """Replace the session's key terms (phrase hints) after the audio pushed so far: the
+        utterances that begin after it use them."""
+        if is_given(keyterms) and not self._input_ch.closed:
+            self._opts = dataclasses.replace(self._opts, keyterms=as_phrases(keyterms))
+            # In the input channel, after the frames before it: it takes effect at this point of the audio.
+            self._input_ch.send_nowait(SetPhrases(self._opts.keyterms))
 
     def push_frame(self, frame: rtc.AudioFrame) -> None:
         if self._first_push_wall is None:
@@ -84,7 +95,7 @@ class SpeechStream(stt.SpeechStream):
 
     async def _audio(self) -> AsyncIterator[AudioItem]:
         """LiveKit's input channel as voxgate audio items: 50 ms of 16-bit mono PCM per message,
-        FINALIZE for each flush(); ends when the input ends."""
+        FINALIZE for each flush(), SetPhrases for each keyterms update; ends when the input ends."""
         per_chunk = chunk_size(self._opts.sample_rate)
         buf = bytearray()
         started = False
@@ -106,6 +117,11 @@ class SpeechStream(stt.SpeechStream):
                     yield self._sent(bytes(buf))
                     buf.clear()
                 yield FINALIZE
+            elif isinstance(item, SetPhrases):
+                if buf:
+                    yield self._sent(bytes(buf))
+                    buf.clear()
+                yield item
         if buf:
             yield self._sent(bytes(buf))
         self._input_done = True
@@ -150,6 +166,9 @@ class SpeechStream(stt.SpeechStream):
             # The session's finals are out. A drained session is continued by the client in a new
             # one (a new `started` follows); the utterance was closed at the seam either way.
             self._close_speech()
+        elif kind == "phrase_hints_updated":
+            n = len(r.phrase_hints_updated.phrase_hints.phrases)
+            logger.debug("voxgate: %d key terms in use", n, extra={"session_id": self._session_id})
         elif kind == "warning":
             logger.warning("voxgate: %s: %s", r.warning.code, r.warning.message, extra={"session_id": self._session_id})
 

@@ -14,6 +14,7 @@ Event mapping (voxgate -> LiveKit):
   SpeechEvent SPEECH_ENDED        -> END_OF_SPEECH, once the utterance's final is out
   audio sent                      -> RECOGNITION_USAGE (every 5 s of audio, and at the end)
   `SpeechStream.flush()`          -> Finalize (the utterance is closed now, its final follows)
+  `update_options(keyterms=...)`  -> phrase_hints (from the next utterance on)
 
 voxgate sends SPEECH_ENDED at its endpoint (after `endpointing_silence_ms` of silence), before
 the utterance's final: the engine still has to finish it, and with audio backed up (after a
@@ -30,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -40,7 +42,9 @@ from livekit.agents.utils import AudioBuffer, is_given
 
 from voxgate_client import (
     AsyncSpeechClient,
+    Phrase,
     ResumePolicy,
+    as_phrases,
     chunks,
     error_details,
     format_error,
@@ -69,6 +73,7 @@ class STT(StreamHost):
         word_time_offsets: bool = True,
         endpointing_silence_ms: int = 0,
         resume: bool | ResumePolicy = True,
+        keyterms: Sequence[str | Phrase] = (),
         token: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         channel_options: list[tuple[str, Any]] | None = None,
@@ -87,6 +92,9 @@ class STT(StreamHost):
             resume: voxgate_client's resume policy: True (the default policy), a ResumePolicy,
                 or False (a dropped connection fails the stream; LiveKit's retries then open a
                 new session).
+            keyterms: names, products and jargon to favour (phrase hints): strings, or
+                voxgate_client.Phrase with a boost. ``update_options(keyterms=...)`` replaces
+                them mid-call, from each stream's next utterance on.
             token: bearer token. Default: ``$VOXGATE_TOKEN`` (none when unset).
             credentials: gRPC channel credentials for TLS (voxgate_client.tls_credentials()).
             channel_options: extra gRPC channel options.
@@ -109,6 +117,7 @@ class STT(StreamHost):
             word_time_offsets=word_time_offsets,
             endpointing_silence_ms=endpointing_silence_ms,
             resume=resume,
+            keyterms=as_phrases(keyterms),
         )
         self._opts.stream_config()  # validates the options now
         self._endpoint = Endpoint.from_env(address, token, credentials, channel_options)
@@ -168,12 +177,18 @@ class STT(StreamHost):
         *,
         language: NotGivenOr[str] = NOT_GIVEN,
         endpointing_silence_ms: NotGivenOr[int] = NOT_GIVEN,
+        keyterms: NotGivenOr[Sequence[str | Phrase]] = NOT_GIVEN,
     ) -> None:
-        """Change options for the sessions opened from now on (a session keeps its config)."""
+        """Change options for the sessions opened from now on (a session keeps its language and
+        endpointing); `keyterms` also replaces the phrase hints of every open stream, mid-call."""
         if is_given(language):
             self._opts.language = language
         if is_given(endpointing_silence_ms):
             self._opts.endpointing_silence_ms = endpointing_silence_ms
+        if is_given(keyterms):
+            self._opts.keyterms = as_phrases(keyterms)
+            for stream in list(self._streams):
+                stream.update_options(keyterms=keyterms)
 
     def _options(self, language: NotGivenOr[str]) -> STTOptions:
         opts = dataclasses.replace(self._opts)
