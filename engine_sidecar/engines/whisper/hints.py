@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from engine_api.edit_distance import edit_distance
 from engine_api.phrases import PhraseHint
@@ -62,7 +64,6 @@ def _letters(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
 
 
-@functools.lru_cache(maxsize=4096)  # the same runs are keyed again for every phrase
 def _sounds(letters: str) -> str:
     for spelling, sound in SOUNDS:
         letters = re.sub(spelling, sound, letters)
@@ -84,27 +85,69 @@ def _as_phrase(run: Sequence[Word], phrase: str) -> list[Word]:
     return [Word(n, start + round(k * step), start + round((k + 1) * step)) for k, n in enumerate(names)]
 
 
-def _may_match(letters: str, target: str) -> bool:
-    """Lengths that leave a similarity of SIMILAR possible (with room for the sound key's changes): the edit
-    distance, quadratic, runs only then (500 phrases over an utterance took 2 s of CPU without this bound)."""
-    longer = max(len(letters), len(target))
-    return len(letters) >= MIN_LETTERS and abs(len(letters) - len(target)) <= (1 - SIMILAR) * longer + 2
+class _Key(NamedTuple):
+    """What the spelling step compares of a run of words or a phrase, worked out once."""
+
+    letters: int  # how many letters
+    sound: str  # the sound key (_sounds)
+    seen: int  # a bit for each letter in the sound key
+    counts: Counter[str]  # of each letter of the sound key
+
+
+def _key(letters: str) -> _Key:
+    sound = _sounds(letters)
+    return _Key(len(letters), sound, sum(1 << (ord(c) - 97) for c in set(sound)), Counter(sound))
+
+
+_phrase_key = functools.lru_cache(maxsize=4096)(_key)  # the same phrases come with every utterance
+
+
+def _may_match(run: _Key, target: _Key) -> bool:
+    """False only where the similarity cannot reach SIMILAR, found without the edit distance (quadratic: 500
+    phrases over a 48-word utterance took 1 s of CPU with only the length bound). The length bound (on letters,
+    with room for the sound key's changes) is the one spelled() always had. The others are true lower bounds of the
+    edit distance, each edit taking away at most one letter that one side has more of than the other: the letters
+    only one side has (cheap, bits), then all such surplus (Counter). A pair they drop could not have matched."""
+    longer = max(run.letters, target.letters)
+    if run.letters < MIN_LETTERS or abs(run.letters - target.letters) > (1 - SIMILAR) * longer + 2:
+        return False
+    # The same arithmetic as similarity(), so that the bounds hold in floating point too.
+    length = max(len(run.sound), len(target.sound), 1)
+    only = max((run.seen & ~target.seen).bit_count(), (target.seen & ~run.seen).bit_count())
+    if 1 - only / length < SIMILAR:
+        return False
+    surplus = max(sum((run.counts - target.counts).values()), sum((target.counts - run.counts).values()))
+    return 1 - surplus / length >= SIMILAR
 
 
 def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
     """The words with each run of up to MAX_RUN words spelled nearly as a phrase written as the phrase."""
     out = list(words)
+    keyed: dict[str, _Key] = {}  # by the run's text: each run is keyed once, not again for every phrase
+
+    def key(run: Sequence[Word]) -> _Key:
+        text = "".join(w.text for w in run)
+        if text not in keyed:
+            keyed[text] = _key(_letters(text))
+        return keyed[text]
+
+    def runs() -> list[_Key]:
+        return [key(out[i : i + n]) for i in range(len(out)) for n in range(1, min(MAX_RUN, len(out) - i) + 1)]
+
+    current = runs()  # the runs of out as it is now
     for phrase in hinted_phrases:
         target = _letters(phrase)
         if len(target) < MIN_LETTERS:
             continue
-        sound = _sounds(target)
+        goal = _phrase_key(target)
+        if not any(_may_match(run, goal) for run in current):
+            continue  # most phrases: no run can be this one, so the walk below would change nothing
         i = 0
         while i < len(out):
             best: tuple[float, int] | None = None
             for n in range(1, min(MAX_RUN, len(out) - i) + 1):
-                letters = _letters("".join(w.text for w in out[i : i + n]))
-                score = similarity(_sounds(letters), sound) if _may_match(letters, target) else 0.0
+                run = key(out[i : i + n])
+                score = similarity(run.sound, goal.sound) if _may_match(run, goal) else 0.0
                 if score >= SIMILAR and (best is None or score > best[0]):
                     best = (score, n)
             if best is None:
@@ -113,6 +156,7 @@ def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
             replacement = _as_phrase(out[i : i + best[1]], phrase)
             out[i : i + best[1]] = replacement
             i += len(replacement)
+        current = runs()
     return out
 
 
