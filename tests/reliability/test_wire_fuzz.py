@@ -3,9 +3,10 @@
 test_fuzz.py explores valid message sequences; this drives the wire: undecodable and truncated protobuf (first
 and after a config), invalid UTF-8, oversized strings, cancels at random moments (between config and
 SessionStarted too), client deadlines, keep-alive pauses mid-speech, half-close anywhere, slow readers,
-vanished clients (connection cut, or silently abandoned), bursts beyond capacity — on voxgate.v1 and on the
-Riva and Google endpoints — and a service worker lost (SIGKILL, or a rolling restart) under calls of voxgate's
-own client, which must get every final exactly once. Four real servers run side by side: a fake engine
+vanished clients (connection cut, or silently abandoned), bursts beyond capacity, phrase hints of every size
+and shape in the config and replaced mid-call — on voxgate.v1 and on the Riva and Google endpoints — and a
+service worker lost (SIGKILL, or a rolling restart) under calls of voxgate's own client, which must get every
+final exactly once. Four real servers run side by side: a fake engine
 (deterministic, with a 480 ms output delay like Voxtral's), the embedded whisper engine (the default), the
 fake engine behind two service workers on one port (`--workers 2`: a session and its resume may land on either
 worker, and both share one sidecar's slots), and the fake engine as two sidecars behind one service
@@ -15,7 +16,9 @@ one engine core (`frontends`).
 
 Per stream: it ends within its deadline; OK ends with SessionEnded (voxgate.v1); an error is a
 documented code with an ErrorInfo reason, never UNKNOWN/INTERNAL; what the client sent is echoed
-only bounded; a malformed message is INVALID_ARGUMENT/MALFORMED_REQUEST; a pause is not a freeze.
+only bounded; a malformed message is INVALID_ARGUMENT/MALFORMED_REQUEST; a pause is not a freeze; phrase hints
+past a limit in the config are INVALID_CONFIG naming the field, else SessionStarted lists them as applied, and
+each mid-call replacement gets, in order, PhraseHintsUpdated (as applied) or a PHRASE_HINTS_REJECTED warning.
 After each batch, per server: alive (and no worker restarted); service (summed over workers), sidecars'
 and engines' session counters all back to 0; readiness SERVING (every worker's, within
 WORKER_READINESS_LAG_S) and a canary session admitted with the right transcript; no log line over 16 KiB

@@ -8,10 +8,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import grpc
 
-from tests.helpers import silence, voiced
+from service.phrase_hints import (
+    IGNORED_WARNING,
+    REJECTED_WARNING,
+)
+from tests.helpers import error_reason, silence, voiced
 from tests.relay import Relay
 from tests.reliability.wire import (
     MALFORMED,
@@ -24,6 +29,21 @@ from tests.reliability.wire import (
     held_open,
     invalid_utf8_config,
     paced,
+)
+from tests.reliability.wire_hints import (
+    HINTS_AT,
+    HINTS_REQUEST_MAX,
+    Ack,
+    applied,
+    first_difference,
+    hint_boost,
+    hint_list,
+    hint_support,
+    hints_config,
+    hints_proto,
+    vendor_candidates,
+    vendor_contexts,
+    voxgate_candidates,
 )
 from voxgate_client.v1 import speech_pb2 as pb
 
@@ -419,6 +439,137 @@ def case_worker_loss(ctx: Ctx) -> None:
         ctx.report.add("a lost worker is replaced", where, problem)
 
 
+# -- phrase hints (wire_hints.py makes them and their expectations) ---------------------------
+
+
+def case_hints(ctx: Ctx) -> None:
+    """Phrase hints of every size and shape in the config (voxgate.v1's, or Riva's or Google's speech_contexts),
+    then speech with phrase_hints replacements between its chunks (voxgate.v1), maybe a finalize, then a half-close
+    or a cancel. A config past a limit is INVALID_CONFIG naming the field, and nothing else; else SessionStarted
+    lists the hints as applied, and each replacement gets, in order, a PhraseHintsUpdated listing them as applied
+    at the audio before it, or a warning PHRASE_HINTS_REJECTED naming the field; the call goes on either way."""
+    rng, api = ctx.rng, ctx.api
+    phrases, list_boost = hint_list(rng), hint_boost(rng, rng.random() >= 0.1)
+    contexts = [] if api.has_session_events else vendor_contexts(rng, phrases)
+    if api.has_session_events:
+        candidates = voxgate_candidates(phrases, list_boost, "config.phrase_hints")
+        start, bad = applied(candidates, "config.phrase_hints.phrases")
+    else:
+        start, bad = applied(vendor_candidates(contexts), HINTS_AT)
+    items: list[bytes | float] = [hints_config(api, phrases, list_boost, contexts)]
+    pcm = speech(rng, 0.5, 2.5) + (silence(0.5) if rng.random() < 0.5 else b"")
+    chunks = [pcm[i : i + CHUNK] for i in range(0, len(pcm), CHUNK)]
+    pace = rng.choice([0.0, 0.02, 0.05])
+    replacements = rng.choice([0, 1, 1, 2, 3, 5, 8]) if api.has_session_events else 0
+    at_chunk = sorted(rng.randint(0, len(chunks)) for _ in range(replacements))
+    finalize_at = rng.randint(0, len(chunks)) if api.has_session_events and rng.random() < 0.4 else -1
+    expected: list[Ack] = []
+    sent = 0
+    for i in range(len(chunks) + 1):
+        if i == finalize_at:
+            items.append(pb.StreamingRecognizeRequest(finalize=pb.Finalize()).SerializeToString())
+        while at_chunk and at_chunk[0] == i:
+            at_chunk.pop(0)
+            new, new_boost = hint_list(rng), hint_boost(rng, rng.random() >= 0.1)
+            items.append(pb.StreamingRecognizeRequest(phrase_hints=hints_proto(new, new_boost)).SerializeToString())
+            now, field = applied(voxgate_candidates(new, new_boost, "phrase_hints"), "phrase_hints.phrases")
+            expected.append(("rejected", field, 0) if field else ("updated", now, sent // 2 * 1000 // 16000))
+        if i < len(chunks):
+            items += [api.audio(chunks[i]), pace] if pace else [api.audio(chunks[i])]
+            sent += len(chunks[i])
+    if (largest := max(len(x) for x in items if isinstance(x, bytes))) > HINTS_REQUEST_MAX:
+        raise AssertionError(f"a request of {largest} bytes: more than HINTS_REQUEST_MAX")
+    cancel = not bad and rng.random() < 0.15
+    at = rng.uniform(0, len(chunks) * pace + 0.5)
+    s = stream(ctx, lambda done: held_open(paced(items, done), done, STREAM_DEADLINE_S if cancel else 0))
+    timer = threading.Timer(at, s.cancel) if cancel else None
+    if timer is not None:
+        timer.start()
+    out = s.finish()
+    if timer is not None:
+        timer.cancel()
+    valid = sum(1 for e in expected if e[0] == "updated")
+    note = (
+        f"{len(phrases)} phrases ({bad or 'valid'}), {len(expected)} replacements ({valid} valid), "
+        f"finalize={finalize_at >= 0}, {f'cancel at {at:.2f}s' if cancel else 'half-close'}"
+    )
+    if bad:
+        exp = Expect(error=(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG"))
+    else:
+        exp = Expect(cancel=cancel, clean_end=not cancel)
+    check(ctx.case, api, out, exp, ctx.report, note)
+    where = f"case {ctx.case} {note}"
+    if bad:
+        if (out.code, out.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_CONFIG"):
+            named = error_reason(s.call)[2].get("field")
+            if named != bad or out.responses:
+                ctx.report.add(
+                    "phrase hints past a limit in the config: INVALID_CONFIG naming the field, nothing else",
+                    where,
+                    f"field {named!r}, expected {bad!r}; {len(out.responses)} responses",
+                )
+        return
+    complete = out.code == grpc.StatusCode.OK
+    if not api.has_session_events or not (complete or cancel):
+        return
+    parsed = out.parsed()
+    if parsed and parsed[0].HasField("started"):
+        listed = [(p.value, p.boost) for p in parsed[0].started.effective_config.phrase_hints.phrases]
+        if listed != start:
+            ctx.report.add(
+                "SessionStarted lists the config's phrase hints as applied", where, first_difference(listed, start)
+            )
+    elif complete:
+        ctx.report.add("SessionStarted lists the config's phrase hints as applied", where, "no SessionStarted first")
+    acks: list[Ack] = []
+    for r in parsed:
+        if r.HasField("phrase_hints_updated"):
+            u = r.phrase_hints_updated
+            acks.append(
+                ("updated", [(p.value, p.boost) for p in u.phrase_hints.phrases], u.audio_offset.ToMilliseconds())
+            )
+        elif r.HasField("warning") and r.warning.code == REJECTED_WARNING:
+            acks.append(("rejected", r.warning.message, 0))
+    one_each = "one PhraseHintsUpdated or PHRASE_HINTS_REJECTED per phrase_hints request, in order"
+    if len(acks) > len(expected) or (complete and len(acks) != len(expected)):
+        ctx.report.add(one_each, where, f"{[a[0] for a in acks]} for {[e[0] for e in expected]}")
+    for n, (got, want) in enumerate(zip(acks, expected, strict=False)):
+        ctx.report.count(f"hints/replacement {want[0]}")
+        if got[0] != want[0]:
+            ctx.report.add(one_each, where, f"[{n}] {got[0]} for {want[0]} {str(want[1])[:120]}: {str(got[1])[:200]}")
+            break
+        if got[0] == "rejected" and f"{want[1]}: " not in str(got[1]):
+            ctx.report.add("PHRASE_HINTS_REJECTED names the field", where, f"[{n}] {want[1]}: {str(got[1])[:200]!r}")
+        if got[0] == "updated" and got[1] != want[1]:
+            listed, applied_now = cast(list[tuple[str, float]], got[1]), cast(list[tuple[str, float]], want[1])
+            ctx.report.add(
+                "PhraseHintsUpdated lists the phrase hints as applied",
+                where,
+                f"[{n}] {first_difference(listed, applied_now)}",
+            )
+        if got[0] == "updated" and got[2] != want[2]:
+            ctx.report.add(
+                "PhraseHintsUpdated.audio_offset is the audio before it", where, f"[{n}] {got[2]} ms for {want[2]} ms"
+            )
+    offsets = [a[2] for a in acks if a[0] == "updated"]
+    if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+        ctx.report.add("PhraseHintsUpdated.audio_offset never decreases", where, f"{offsets}")
+    ignored = sum(1 for r in parsed if r.HasField("warning") and r.warning.code == IGNORED_WARNING)
+    support = hint_support(ctx.server)
+    if support == pb.PHRASE_HINT_SUPPORT_NONE:
+        want_ignored = bool(start) + sum(1 for e in expected if e[0] == "updated" and e[1])
+    else:
+        want_ignored = 0
+    if support != pb.PHRASE_HINT_SUPPORT_UNSPECIFIED and (
+        ignored > want_ignored or complete and ignored != want_ignored
+    ):
+        ctx.report.add(
+            "PHRASE_HINTS_IGNORED for each non-empty list an engine without hints gets, and only then",
+            where,
+            f"{ignored} for {want_ignored} ({pb.PhraseHintSupport.Name(support)})",
+        )
+
+
 CASES: dict[str, tuple[Callable[[Ctx], None], tuple[str, ...], int]] = {  # kind -> (run, apis, weight)
     "garbage_first": (case_garbage_first, ("voxgate", "riva", "google"), 3),
     "garbage_after_config": (case_garbage_after_config, ("voxgate", "riva", "google"), 3),
@@ -432,5 +583,6 @@ CASES: dict[str, tuple[Callable[[Ctx], None], tuple[str, ...], int]] = {  # kind
     "long_string": (case_long_string, ("voxgate", "riva", "google"), 1),
     "flood": (case_flood, ("voxgate",), 1),
     "worker_loss": (case_worker_loss, ("voxgate",), 1),  # the `workers` server only, alone in its batch
+    "hints": (case_hints, ("voxgate", "voxgate", "riva", "google"), 3),
 }
 ONLY_ON = {"worker_loss": "workers"}
