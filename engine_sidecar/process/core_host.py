@@ -36,7 +36,7 @@ import structlog
 from engine_api.restart_backoff import BackoffPolicy, RestartBackoff
 from engine_sidecar.engines.voxtral.allocator import child_library, for_children
 from engine_sidecar.engines.voxtral.allocator import describe as describe_allocator
-from engine_sidecar.engines.voxtral.engine import EXIT_ENGINE_DEAD, extension_choice
+from engine_sidecar.engines.voxtral.engine import EXIT_ENGINE_DEAD, extension_choice, phrase_bias_choice
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
 from engine_sidecar.engines.voxtral.probes import Probes
@@ -102,7 +102,13 @@ class CoreHost:
         probes = Probes.from_env()  # a test's, as its front ends read them
         _, extension = extension_choice(self._options, release, probes)
         engine_args = AsyncEngineArgs(
-            **self._options.engine_kwargs(self._args.model, on_cpu=cpu, reanchor=extension, probes=probes)
+            **self._options.engine_kwargs(
+                self._args.model,
+                on_cpu=cpu,
+                reanchor=extension,
+                probes=probes,
+                phrase_bias=phrase_bias_choice(self._options, release),
+            )
         )
         engine_args._api_process_count = self._slots  # as run_multi_api_server: the supervisor's rank is -1
         engine_args._api_process_rank = -1

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from engine_api.phrases import PhraseHint
 from service.bench.audio import speech_with_pauses as speech  # real speech with pauses of varied length
 from tests.engine.conftest import Harness, Result, stream
 
@@ -30,9 +31,9 @@ TINY_GEOMETRY: dict[str, Any] = dict(
 )
 
 
-def run(h: Harness, pcm: bytes, **kwargs: Any) -> Result:
+def run(h: Harness, pcm: bytes, hints: tuple[PhraseHint, ...] = (), **kwargs: Any) -> Result:
     async def go() -> Result:
-        return await stream(await h.engine.open_session("s", "en"), pcm, **kwargs)
+        return await stream(await h.engine.open_session("s", "en", hints), pcm, **kwargs)
 
     return h.run(go(), timeout=600)
 
@@ -117,6 +118,17 @@ def test_reanchored_engine_is_token_identical_to_one_that_never_reaches_the_cap(
     at = [e.at_ms for e in events]
     assert at == sorted(at) and len(set(at)) == len(at)
     assert "shifted down by 128" in events[0].message
+
+
+def test_phrase_hints_change_nothing_about_reanchoring(small: Harness, reference: Harness) -> None:
+    """The phrase-bias logits processor matches the session's recent tokens: re-anchoring, which trims the head
+    of the request's history and shifts its positions, must not change what it biases."""
+    pcm = speech(40.0, seed=5)
+    hints = (PhraseHint("Siobhan", 60.0),)
+    hinted = run(small, pcm, hints)
+    assert reanchors(hinted), "the hinted session must re-anchor"
+    assert hinted.token_ids == run(reference, pcm, hints).token_ids
+    assert hinted.token_ids != run(reference, pcm).token_ids, "the hints changed the output: the parity means something"
 
 
 @pytest.mark.parametrize("rotate", ["none", "decoder"])

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.phrase_trie import PROCESSOR_V1, PROCESSOR_V2
 from engine_sidecar.engines.voxtral.rollover import BudgetRollover
 from engine_sidecar.engines.voxtral.timing import StreamGeometry
+from engine_sidecar.engines.voxtral.vllm_window.versions import RELEASES
 from engine_sidecar.engines.voxtral.watchdog import FREEZE, RUT, Watchdog
 
 # Voxtral-Mini-4B-Realtime's tokenizer values (and the tiny checkpoint's).
@@ -33,6 +35,19 @@ def test_options_from_a_dict_of_flags() -> None:
         VoxtralOptions.from_mapping({"max_model_length": 1})
     with pytest.raises(ValueError):
         VoxtralOptions.from_mapping({"max_model_len": 64})
+
+
+def test_the_phrase_bias_processor_follows_the_model_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    o = VoxtralOptions()
+    assert o.phrase_bias_processor(RELEASES["0.32"]) == PROCESSOR_V1
+    assert o.phrase_bias_processor(RELEASES["0.34"]) == PROCESSOR_V2, "0.34 has only model runner V2"
+    assert o.phrase_bias_processor(None) is None, "an unlisted vLLM: nothing vouches for its internals"
+    assert VoxtralOptions.from_mapping({"phrase_bias": "false"}).phrase_bias_processor(RELEASES["0.32"]) is None
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    assert o.phrase_bias_processor(RELEASES["0.33"]) == PROCESSOR_V2
+    assert o.engine_kwargs("/m", on_cpu=True, phrase_bias=PROCESSOR_V2)["logits_processors"] == [PROCESSOR_V2]
+    assert "logits_processors" not in o.engine_kwargs("/m", on_cpu=True)
 
 
 def test_the_stall_timeout_is_also_taken_by_its_old_name() -> None:

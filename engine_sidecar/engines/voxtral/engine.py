@@ -22,7 +22,7 @@ import structlog
 
 from engine_api.audio import SAMPLE_RATE_HZ
 from engine_api.info import EngineInfo
-from engine_api.phrases import PhraseHint
+from engine_api.phrases import PhraseHint, PhraseHintSupport
 from engine_api.status import EngineStatus, SessionStat
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.voxtral import chunk_render, driver_check, steps, token_text
@@ -32,6 +32,7 @@ from engine_sidecar.engines.voxtral.allocator import describe as describe_alloca
 from engine_sidecar.engines.voxtral.core_calls import ABORT_CLIENT_METHOD
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
+from engine_sidecar.engines.voxtral.phrase_trie import PROCESSOR_V2
 from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.procs import (
     ChildrenDieWithUs,
@@ -46,6 +47,8 @@ from engine_sidecar.engines.voxtral.rollover import BudgetRollover, NoRollover
 from engine_sidecar.engines.voxtral.session import EngineContext, VoxtralSession
 from engine_sidecar.engines.voxtral.stats import SchedulerSnapshot, scheduler_stats_only, stat_logger_factory
 from engine_sidecar.engines.voxtral.timing import geometry_from_tokenizer
+from engine_sidecar.engines.voxtral.vllm_window.installed import missing
+from engine_sidecar.engines.voxtral.vllm_window.symbols import for_release
 from engine_sidecar.engines.voxtral.vllm_window.versions import Release
 
 log = structlog.get_logger("voxtral")
@@ -63,6 +66,19 @@ def extension_choice(options: VoxtralOptions, release: Release | None, probes: P
         return ["turned off (--no-reanchor)"], probes.reanchor_extension
     problems = config_problems(options, release)
     return problems, not problems or probes.reanchor_extension
+
+
+def phrase_bias_choice(options: VoxtralOptions, release: Release | None) -> str | None:
+    """The phrase-hint logits processor vLLM loads, or None: turned off, an unlisted vLLM, or one that lacks
+    what the processor uses (then logged; sessions report that the engine ignores hints)."""
+    processor = options.phrase_bias_processor(release)
+    if processor is None or release is None:
+        return None
+    concerns = ("phrase hints",) if processor == PROCESSOR_V2 else ("phrase hints", "phrase hints (model runner V1)")
+    if lacking := missing(for_release(release.name, concerns)):
+        log.warning("phrase_bias_unavailable", missing=lacking[:4])
+        return None
+    return processor
 
 
 class VoxtralEngine:
@@ -122,8 +138,15 @@ class VoxtralEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         problems, extension = extension_choice(self.options, release, self.probes)
+        bias_processor = phrase_bias_choice(self.options, release)
         args = AsyncEngineArgs(
-            **self.options.engine_kwargs(self._model, on_cpu=cpu, reanchor=extension, probes=self.probes)
+            **self.options.engine_kwargs(
+                self._model,
+                on_cpu=cpu,
+                reanchor=extension,
+                probes=self.probes,
+                phrase_bias=bias_processor,
+            )
         )
         # Built on the event-loop thread, not in a worker thread: PR_SET_PDEATHSIG fires when the *thread*
         # that started the child exits, so the EngineCore must be started by a thread that lives as long as we do.
@@ -179,6 +202,8 @@ class VoxtralEngine:
         )
         self._counters.extra["reanchor_active"] = int(mode.reanchor)
         budget = BudgetRollover.for_cap(cap, window)
+        tekken: Any = getattr(llm.renderer.tokenizer, "tokenizer", None)  # Mistral's Tekkenizer in vLLM's wrapper
+        bias = bias_processor is not None
         self._ctx = EngineContext(
             llm=llm,
             model_cls=model_cls,
@@ -197,6 +222,8 @@ class VoxtralEngine:
             render=render,
             direct_tasks=await llm.get_supported_tasks() if driver == "direct" else None,
             token_pieces=pieces,
+            phrase_encoder=(lambda text: tekken.encode(text, bos=False, eos=False)) if bias else None,
+            first_text_id=tekken.num_special_tokens,
         )
         self.info = EngineInfo(
             name="voxtral",
@@ -208,6 +235,7 @@ class VoxtralEngine:
             position_mode=mode.mode,
             position_mode_reason=mode.reason,
             position_runtime=runtime,
+            phrase_hints=PhraseHintSupport.BOOST if bias else PhraseHintSupport.NONE,
         )
         self._monitor = asyncio.create_task(self._watch_engine())
         if mode.reanchor:
@@ -226,6 +254,7 @@ class VoxtralEngine:
             chunk_render=render_mode,
             step_driver=driver,
             detokenizer=detokenizer,
+            phrase_bias=bias,
             allocator=describe_allocator(allocator, self.options.allocator, cpu)
             if self._client is None
             else "as the core host chose",
@@ -245,7 +274,7 @@ class VoxtralEngine:
         if self._llm.errored:
             self._die(self._llm.dead_error)
         self._counters.opened()
-        session = self._sessions[session_id] = VoxtralSession(self._ctx, session_id)
+        session = self._sessions[session_id] = VoxtralSession(self._ctx, session_id, phrase_hints)
         return session
 
     def admission_refusal(self) -> str | None:

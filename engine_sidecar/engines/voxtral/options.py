@@ -9,8 +9,10 @@ from typing import Any
 
 from engine_sidecar.engines.limits import ADMISSION_LAG, BACKLOG
 from engine_sidecar.engines.voxtral.allocator import CHOICES as ALLOCATORS
+from engine_sidecar.engines.voxtral.phrase_trie import PROCESSOR_V1, PROCESSOR_V2
 from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.reanchor.settings import ReanchorSettings
+from engine_sidecar.engines.voxtral.vllm_window.versions import Release, runs_v2
 
 # Old option names still taken (--engine-option OLD=...): old name -> new name.
 RENAMED = {"freeze_timeout_s": "stall_timeout_s"}
@@ -54,6 +56,9 @@ class VoxtralOptions:
     allocator: str = "auto"
     # Start on a vLLM outside the verified window (vllm_window/versions.py), with re-anchoring off.
     allow_unlisted_vllm: bool = False
+    # Bias decoding toward a session's phrase hints (a vLLM logits processor: phrase_bias.py on model runner V1,
+    # phrase_bias_v2.py on V2). Off, or on an unlisted vLLM, the engine reports that it ignores hints.
+    phrase_bias: bool = True
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> VoxtralOptions:
@@ -118,10 +123,22 @@ class VoxtralOptions:
             precise_rope=probes.precise_rope,
         )
 
+    def phrase_bias_processor(self, release: Release | None) -> str | None:
+        """The phrase-hint logits processor vLLM loads (for its model runner), or None."""
+        if not self.phrase_bias or release is None:
+            return None
+        return PROCESSOR_V2 if runs_v2(release) else PROCESSOR_V1
+
     def engine_kwargs(
-        self, model: str, on_cpu: bool, reanchor: bool = False, probes: Probes = NO_PROBES
+        self,
+        model: str,
+        on_cpu: bool,
+        reanchor: bool = False,
+        probes: Probes = NO_PROBES,
+        phrase_bias: str | None = None,
     ) -> dict[str, Any]:
-        """Keyword arguments for vllm.AsyncEngineArgs; `reanchor` loads the re-anchoring extension."""
+        """Keyword arguments for vllm.AsyncEngineArgs; `reanchor` loads the re-anchoring extension, `phrase_bias`
+        names the phrase-hint logits processor."""
         kwargs: dict[str, Any] = dict(
             model=model,
             tokenizer_mode="mistral",
@@ -156,6 +173,8 @@ class VoxtralOptions:
             scheduler = "ReanchorScheduler" if on_cpu else "ReanchorAsyncScheduler"
             kwargs["scheduler_cls"] = f"engine_sidecar.engines.voxtral.reanchor.scheduler.{scheduler}"
             kwargs["additional_config"] = self.reanchor_settings(probes).as_config()
+        if phrase_bias:
+            kwargs["logits_processors"] = [phrase_bias]
         # Always: its capacity query needs no vLLM internals (re-anchoring arms only when asked).
         kwargs["worker_extension_cls"] = "engine_sidecar.engines.voxtral.reanchor.worker.ReanchorWorkerExtension"
         return kwargs

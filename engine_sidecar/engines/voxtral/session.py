@@ -32,6 +32,7 @@ from engine_sidecar.engines.voxtral.probes import Probes
 from engine_sidecar.engines.voxtral.reanchor.tripwire import Unacknowledged
 from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, ReanchorEvent, StreamListener
 from engine_sidecar.engines.voxtral.rollover import RolloverPolicy
+from engine_sidecar.engines.voxtral.session_phrases import Encode, SessionPhrases
 from engine_sidecar.engines.voxtral.stream import RequestStream
 from engine_sidecar.engines.voxtral.timing import StreamGeometry
 from engine_sidecar.engines.voxtral.token_text import TokenPieces
@@ -71,15 +72,21 @@ class EngineContext:
     render: Render | None = None  # each step's prompt -> engine input (chunk_render.py); None: vLLM's renderer
     direct_tasks: Any = None  # the engine's supported tasks where the direct step driver is in effect, else None
     token_pieces: TokenPieces | None = None  # each token's text (token_text.py); None: vLLM detokenizes
+    phrase_encoder: Encode | None = None  # phrase hints -> tokens where the engine biases toward them, else None
+    first_text_id: int = 0  # token ids below it are special, not text
+
+    def phrases(self, hints: tuple[PhraseHint, ...]) -> SessionPhrases | None:
+        return None if self.phrase_encoder is None else SessionPhrases(self.phrase_encoder, self.first_text_id, hints)
 
     def count(self, name: str) -> None:
         self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
 
 
 class VoxtralSession:
-    def __init__(self, ctx: EngineContext, session_id: str) -> None:
+    def __init__(self, ctx: EngineContext, session_id: str, hints: tuple[PhraseHint, ...] = ()) -> None:
         self._ctx = ctx
         self._id = session_id
+        self._phrases = ctx.phrases(hints)
         self._g = ctx.geometry
         self._out = OutputChannel()
         self._pushed_samples = 0
@@ -114,6 +121,8 @@ class VoxtralSession:
 
     async def push_audio(self, pcm16: bytes, speech: bool) -> None:
         self._raise_if_failed()
+        if self._phrases is not None:
+            self._phrases.heard(speech)
         self._dog.on_audio(len(pcm16) // BYTES_PER_MS, speech)
         if (kind := self._dog.check(self._excess_backlog_ms())) is not None and not self._reader_slow:
             await self._recover(kind)
@@ -135,11 +144,14 @@ class VoxtralSession:
 
     async def flush(self, marker: int) -> None:
         self._raise_if_failed()
+        if self._phrases is not None:
+            self._phrases.utterance_ended()
         self._flushes.append((marker, self._pushed_ms()))
         await self._ack_flushes()
 
     async def set_phrase_hints(self, hints: tuple[PhraseHint, ...]) -> None:
-        """Voxtral does not use phrase hints yet (its info says NONE; the service warns the client)."""
+        if self._phrases is not None:  # else the engine's info says NONE and the service warns the client
+            self._phrases.replace(hints)
 
     async def close(self) -> None:
         self._closing = True
@@ -182,6 +194,7 @@ class VoxtralSession:
             render=self._ctx.render,
             direct_tasks=self._ctx.direct_tasks,
             pieces=self._ctx.token_pieces,
+            phrases=self._phrases,
         )
         if reanchor:
             self._ctx.reanchor_listeners[stream.request_id] = StreamListener(

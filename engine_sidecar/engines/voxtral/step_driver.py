@@ -58,11 +58,7 @@ class DirectRequest:
         # the direct renderer's frame parts: a later step then needs no engine input (None: vLLM's renderer)
         self._frame = render.frame if isinstance(render, DirectRender) else None
         self.frames = self._frame is not None
-        if not params.skip_clone:  # as AsyncLLM: one clone for the request, shared by its steps
-            params = params.clone()
-            params.skip_clone = True
-        llm._validate_streaming_input_sampling_params(params)
-        self._params = params
+        self._params = params = self._checked(params)
         # vLLM's own end-of-input marker for a streaming request: an empty, non-resumable request.
         self._final = llm.input_processor.process_inputs(
             request_id=request_id,
@@ -77,6 +73,19 @@ class DirectRequest:
         self._template: Any = None
         self.sent = 0
         llm._run_output_handler()
+
+    def _checked(self, params: Any) -> Any:
+        if not params.skip_clone:  # as AsyncLLM: one clone for the request, shared by its steps
+            params = params.clone()
+            params.skip_clone = True
+        self._llm._validate_streaming_input_sampling_params(params)
+        return params
+
+    def use_params(self, params: Any) -> None:
+        """Later steps take these params (a session's phrase hints changed): the next step is made by vLLM's
+        process_inputs again, and derived from that one."""
+        self._params = self._checked(params)
+        self._template = None
 
     async def request(self, prompt: dict[str, Any], tag: str) -> Any:
         """The EngineCoreRequest for this step (`tag` names its audio item): the first rendered and validated

@@ -22,8 +22,10 @@ import numpy as np
 
 from engine_api.audio import BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 from engine_sidecar.engines.voxtral.chunk_render import Render, vllm_render
+from engine_sidecar.engines.voxtral.phrase_trie import PHRASES_ARG
 from engine_sidecar.engines.voxtral.reanchor.settings import REQUEST_TAG
 from engine_sidecar.engines.voxtral.request_memory import TokenListBound
+from engine_sidecar.engines.voxtral.session_phrases import SessionPhrases
 from engine_sidecar.engines.voxtral.step_driver import DirectRequest
 from engine_sidecar.engines.voxtral.steps import RealtimeSteps, make_steps
 from engine_sidecar.engines.voxtral.token_text import TokenPieces, TokenText
@@ -49,8 +51,12 @@ class RequestStream:
         render: Render | None = None,
         direct_tasks: Any = None,
         pieces: TokenPieces | None = None,
+        phrases: SessionPhrases | None = None,
     ) -> None:
         self._llm = llm
+        self._phrases = phrases  # the session's phrase hints: each step carries the current list
+        self._params: Any = None  # this request's params for the phrase list of _params_version
+        self._params_version = 0
         self._pieces = pieces
         self._text = TokenText(pieces) if pieces is not None else None  # None: vLLM's detokenized text
         # direct_tasks: the engine's supported tasks where the direct driver is in effect, else None
@@ -109,8 +115,13 @@ class RequestStream:
         render = self._render or vllm_render(self._llm)
         prompts = self._model_cls.buffer_realtime_audio(self._audio_stream(), feedback, self._llm.model_config)
         steps = itertools.count()
+        first = self._params
         async for prompt in prompts:  # the step's tag keys the engine core's encoder cache: unique per step
-            yield StreamingInput(prompt=await render(prompt, f"{self.request_id}-{next(steps)}"))
+            params = self._step_params()
+            yield StreamingInput(
+                prompt=await render(prompt, f"{self.request_id}-{next(steps)}"),
+                sampling_params=None if params is first else params,
+            )
 
     async def run(self, sink: TokenSink, on_start: Callable[[], Awaitable[None]] | None = None) -> None:
         """Wait for the previous request of the session to finish (outputs stay in order), then stream.
@@ -121,15 +132,27 @@ class RequestStream:
                 self._predecessor = None
             if on_start is not None:
                 await on_start()
-            params = request_params(
-                self._model_cls, self._logit_bias, self.request_id if self._reanchor else None, self._pieces
-            )
+            self._params_version = self._phrases.version if self._phrases is not None else 0
+            params = self._params = self._make_params()
             if self._steps is not None:
                 await self._run_direct(sink, params, self._steps)
             else:
                 await self._run_vllm(sink, params)
         finally:
             self.done.set()
+
+    def _make_params(self) -> Any:
+        phrases = self._phrases.arg if self._phrases is not None else None
+        return request_params(
+            self._model_cls, self._logit_bias, self.request_id if self._reanchor else None, self._pieces, phrases
+        )
+
+    def _step_params(self) -> Any:
+        """The params of the next step: new ones once the session's phrase hints changed."""
+        if self._phrases is not None and self._phrases.version != self._params_version:
+            self._params_version = self._phrases.version
+            self._params = self._make_params()
+        return self._params
 
     async def _run_vllm(self, sink: TokenSink, params: Any) -> None:
         """vLLM's generate() aborts the engine request when cancelled."""
@@ -162,6 +185,9 @@ class RequestStream:
                         await self._emit(sink, out, ids)
                     continue
                 while not finishing and isinstance(prompt := steps.next_prompt(), dict):
+                    if (step_params := self._step_params()) is not params:
+                        params = step_params
+                        req.use_params(params)
                     await req.send(prompt, f"{self.request_id}-{req.sent}")
                 if not finishing and steps.ended:
                     finishing = True
@@ -189,10 +215,15 @@ class RequestStream:
 
 
 def request_params(
-    model_cls: Any, logit_bias: dict[int, float] | None, reanchor_tag: str | None, pieces: TokenPieces | None = None
+    model_cls: Any,
+    logit_bias: dict[int, float] | None,
+    reanchor_tag: str | None,
+    pieces: TokenPieces | None = None,
+    phrases: dict[str, Any] | None = None,
 ) -> Any:
     """A realtime request's sampling parameters (greedy, one delta per output; the re-anchor tag routes the
-    engine core's re-anchor news back to the request; with our own token pieces vLLM does not detokenize)."""
+    engine core's re-anchor news back to the request; with our own token pieces vLLM does not detokenize;
+    `phrases`: the session's phrase hints for the phrase-bias logits processor)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
@@ -202,5 +233,9 @@ def request_params(
         output_kind=RequestOutputKind.DELTA,
         logit_bias=logit_bias,
         detokenize=pieces is None,
-        extra_args={REQUEST_TAG: reanchor_tag} if reanchor_tag else None,
+        extra_args={
+            **({REQUEST_TAG: reanchor_tag} if reanchor_tag else {}),
+            **({PHRASES_ARG: phrases} if phrases else {}),
+        }
+        or None,
     )

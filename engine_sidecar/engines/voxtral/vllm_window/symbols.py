@@ -181,7 +181,38 @@ FRONT_END = _rows(
     """,
 )
 
-SYMBOLS: tuple[Symbol, ...] = SCHEDULER + ENGINE_CORE + WORKER + FRONT_END
+# Phrase hints: the logits processors (phrase_bias.py on model runner V1, phrase_bias_v2.py on V2) and the per-step
+# params that carry a session's phrases.
+V1_PROCS = "vllm.v1.sample.logits_processor"
+V2_PROCS = "vllm.v1.worker.gpu.sample.logits_processor.interface"
+PHRASE_HINTS = _rows(
+    "phrase hints (model runner V1)",
+    f"""
+    {V1_PROCS}:LogitsProcessor.__init__(vllm_config, device, is_pin_memory)
+    {V1_PROCS}:LogitsProcessor.update_state(batch_update)
+    {V1_PROCS}:LogitsProcessor.apply(logits)
+    {V1_PROCS}:LogitsProcessor.is_argmax_invariant
+    {V1_PROCS}.builtin:process_dict_updates(req_entries, batch_update, new_state)
+    vllm.v1.worker.gpu_input_batch:InputBatch.batch_update_builder
+    """,
+    ("0.32", "0.33"),
+) + _rows(
+    "phrase hints",
+    f"""
+    {V2_PROCS}:LogitsProcessor.__init__(vllm_config, req_states)
+    {V2_PROCS}:LogitsProcessor.add_request(req_idx, sampling_params)
+    {V2_PROCS}:LogitsProcessor.apply(logits, ctx)
+    {V2_PROCS}:LogitsProcRequestState.all_token_ids
+    {V2_PROCS}:LogitsProcRequestState.total_len
+    {V2_PROCS}:LogitsContext.idx_mapping_np
+    vllm.v1.worker.gpu.buffer_utils:StagedWriteTensor.gpu
+    vllm.engine.arg_utils:EngineArgs.logits_processors
+    vllm.engine.protocol:StreamingInput.sampling_params
+    vllm.sampling_params:SamplingParams.extra_args
+    """,
+)
+
+SYMBOLS: tuple[Symbol, ...] = SCHEDULER + ENGINE_CORE + WORKER + FRONT_END + PHRASE_HINTS
 REANCHOR_CONCERNS = ("scheduler", "engine core", "worker", "worker (model runner V1, where it exists)")
 
 

