@@ -11,6 +11,7 @@ LOOP_COMPRESSION, Whisper's own test) is run again on the full window, then with
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,8 @@ MAX_PROMPT_TOKENS = CONTEXT_TOKENS // 2 - 1
 # Phrase hints ("hotwords", as faster-whisper calls them) go first in the prompt, before the text so far, and
 # take at most this share of it: the text before the audio keeps the rest.
 MAX_HOTWORD_TOKENS = MAX_PROMPT_TOKENS // 2
+# Utterances up to this long have their hint candidates judged by the model (one encoder window).
+MAX_JUDGED_MS = 30_000
 # When the decoder stops early, the alignment gives its last word all the audio after it: no word is longer.
 MAX_WORD_MS = 1500
 CONTINUE_AFTER_MS = 2000  # audio left after a decode's last word that is decoded again
@@ -116,26 +119,17 @@ class WhisperDecoder:
     ) -> Hypothesis:
         """The words of pcm16 (at most 30 s), their times offset by offset_ms; prompt: the text before it;
         hotwords: phrases to favour, put before that text in the prompt."""
-        import ctranslate2
-
         samples = pcm16_to_float(pcm16)
         if samples.size == 0:
             return Hypothesis(())
         features = self._model.feature_extractor(samples)
         frames = min(features.shape[1], WINDOW_FRAMES)
         tokenizer = self._tokenizer(language if self.multilingual else "en")
-        hints = tokenizer.encode(" " + hotwords.strip())[:MAX_HOTWORD_TOKENS] if hotwords.strip() else []  # type: ignore[attr-defined]
-        previous = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else []  # type: ignore[attr-defined]
-        context = [*hints, *previous[-(MAX_PROMPT_TOKENS - len(hints)) :]] if previous else hints
-        head = [tokenizer.sot_prev, *context] if context else []  # type: ignore[attr-defined]
-        start = [*head, *tokenizer.sot_sequence, tokenizer.no_timestamps]  # type: ignore[attr-defined]
+        start = self._start(tokenizer, prompt, hotwords)
         max_length = min(CONTEXT_TOKENS, len(start) + int(TOKENS_PER_S * samples.size / SAMPLE_RATE) + 16)
         eot = tokenizer.eot  # type: ignore[attr-defined]
         for full_window, penalty in ((False, 1.0), *RETRIES):
-            window = WINDOW_FRAMES if full_window else min(WINDOW_FRAMES, frames + PAD_S * FRAMES_PER_S)
-            batch = np.zeros((1, features.shape[0], window), np.float32)
-            batch[0, :, :frames] = features[:, :frames]
-            encoded = self._model.model.encode(ctranslate2.StorageView.from_array(batch), to_cpu=False)
+            encoded = self._encode(features, frames, full_window)
             result = self._model.model.generate(
                 encoded,
                 [start],
@@ -162,6 +156,46 @@ class WhisperDecoder:
                 words.append(Word(text, start_ms, max(start_ms, end_ms)))
         return Hypothesis(tuple(join_punctuation(words)))
 
+    def _start(self, tokenizer: object, prompt: str, hotwords: str) -> list[int]:
+        """The decoder's start: the hotwords, then as much of the text before as fits, then Whisper's task."""
+        hints = tokenizer.encode(" " + hotwords.strip())[:MAX_HOTWORD_TOKENS] if hotwords.strip() else []  # type: ignore[attr-defined]
+        previous = tokenizer.encode(" " + prompt.strip()) if prompt.strip() else []  # type: ignore[attr-defined]
+        context = [*hints, *previous[-(MAX_PROMPT_TOKENS - len(hints)) :]] if previous else hints
+        head = [tokenizer.sot_prev, *context] if context else []  # type: ignore[attr-defined]
+        return [*head, *tokenizer.sot_sequence, tokenizer.no_timestamps]  # type: ignore[attr-defined]
+
+    def _encode(self, features: np.ndarray, frames: int, full_window: bool = False) -> object:
+        """The encoder's output for the features' first frames, padded by PAD_S (or to the full window)."""
+        import ctranslate2
+
+        window = WINDOW_FRAMES if full_window else min(WINDOW_FRAMES, frames + PAD_S * FRAMES_PER_S)
+        batch = np.zeros((1, features.shape[0], window), np.float32)
+        batch[0, :, :frames] = features[:, :frames]
+        return self._model.model.encode(ctranslate2.StorageView.from_array(batch), to_cpu=False)
+
+    def log_probs(self, pcm16: bytes, texts: list[str], prompt: str, language: str, hotwords: str) -> list[float]:
+        """Each text's log-probability as the transcript of pcm16 (at most 30 s), forced through the decoder
+        after the same start as decode()'s (its end of text aside: ctranslate2's alignment gives it none)."""
+        return self._forced(pcm16, language)(texts, prompt, hotwords)
+
+    def _forced(self, pcm16: bytes, language: str) -> Callable[[list[str], str, str], list[float]]:
+        """log_probs on pcm16 for any texts and start; the encoder runs once. The texts go one at a time
+        (measured: a batch of 16 costs twice 16 single ones)."""
+        features = self._model.feature_extractor(pcm16_to_float(pcm16))
+        frames = min(features.shape[1], WINDOW_FRAMES)
+        tokenizer = self._tokenizer(language if self.multilingual else "en")
+        encoded = self._encode(features, frames)
+
+        def score(texts: list[str], prompt: str, hotwords: str) -> list[float]:
+            start, scores = self._start(tokenizer, prompt, hotwords), []
+            for text in texts:
+                tokens = tokenizer.encode(" " + text.strip())  # type: ignore[attr-defined]
+                (aligned,) = self._model.model.align(encoded, start, [tokens], frames)
+                scores.append(float(np.log(np.maximum(aligned.text_token_probs, 1e-30)).sum()))
+            return scores
+
+        return score
+
     def transcribe(
         self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en", phrases: tuple[str, ...] = ()
     ) -> Hypothesis:
@@ -169,8 +203,29 @@ class WhisperDecoder:
         plain = self._transcribe(pcm16, offset_ms, prompt, language, "")
         if not phrases:
             return plain
-        hinted = self._transcribe(pcm16, offset_ms, prompt, language, hints.prompt(phrases), hints.HINTED_BEAM)
-        return Hypothesis(tuple(hints.spelled(hints.choose(plain.words, hinted.words, phrases), phrases)))
+        hotwords = hints.prompt(phrases)
+        hinted = self._transcribe(pcm16, offset_ms, prompt, language, hotwords, hints.HINTED_BEAM)
+        words = hints.spelled(hints.choose(plain.words, hinted.words, phrases), phrases)
+        found = hints.candidates(words, phrases)
+        if not found or len(pcm16) > MAX_JUDGED_MS * BYTES_PER_MS:
+            return Hypothesis(tuple(words))
+        return Hypothesis(tuple(hints.judged(words, found, self._gains(pcm16, words, found, prompt, language))))
+
+    def _gains(
+        self, pcm16: bytes, words: list[Word], found: list[hints.Candidate], prompt: str, language: str
+    ) -> list[float]:
+        """Each candidate's log-probability over the words', both with only its phrase as the hint: the question
+        is whether that phrase is said there, and a long list in the prompt costs each forced pass its length."""
+        by_phrase: dict[str, list[int]] = {}
+        for k, c in enumerate(found):
+            by_phrase.setdefault(c.phrase, []).append(k)
+        gains, forced = [0.0] * len(found), self._forced(pcm16, language)
+        for phrase, ks in by_phrase.items():
+            texts = [" ".join(w.text for w in ws) for ws in (words, *(found[k].words for k in ks))]
+            base, *scores = forced(texts, prompt, phrase)
+            for k, score in zip(ks, scores, strict=True):
+                gains[k] = score - base
+        return gains
 
     def _transcribe(
         self, pcm16: bytes, offset_ms: int, prompt: str, language: str, hotwords: str, beam_size: int = 1

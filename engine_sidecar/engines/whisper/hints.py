@@ -5,8 +5,12 @@ was shown. Measured (bench/keyterms.py, docs/benchmarks.md) that alone finds mos
 elsewhere: a prompt of 50 names made the WER corpus worse (case and commas aside: a repetition loop, a lost
 phrase, a name where none was said). So an utterance's final decode runs twice, without and with the hints, and
 the hinted words are taken only where they say a hinted phrase the plain decode did not, without stopping early
-or running on. The hinted decode searches wider (HINTED_BEAM). Last, a run of words spelled nearly as a phrase
-("Przybilski", "Tlaquepagui", "bright lane") is written as the phrase. Interims are decoded without hints.
+or running on. The hinted decode searches wider (HINTED_BEAM). Then a run of words spelled nearly as a phrase
+("Przybilski", "Tlaquepagui", "bright lane") is written as the phrase. Last, a run spelled only half like a phrase
+that is still missing ("Kate's all -code" for "Quetzalcoatl") is a candidate, and the model decides: the
+utterance's text with the phrase there is scored against the text as it is, both forced through the decoder with
+the hints in its prompt, and the phrase is written only where the model itself finds that text more likely (the
+beam search missed it). Interims are decoded without hints.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ HINTED_BEAM = 5  # measured: 21 of 34 key terms against 18 greedy (docs/benchmar
 SIMILAR = 0.8
 MAX_RUN = 3
 MIN_LETTERS = 5
+# Candidates for the model to judge: runs of up to a phrase's words + CANDIDATE_EXTRA_WORDS words (a name heard as
+# several short words) at least this similar. At most MAX_CANDIDATES per utterance, the most similar, each one
+# decoder pass of the utterance's text.
+CANDIDATE_SIMILAR = 0.5
+CANDIDATE_EXTRA_WORDS = 2
+MAX_CANDIDATES = 16
 
 
 def phrases(hints: tuple[PhraseHint, ...]) -> tuple[str, ...]:
@@ -102,22 +112,22 @@ def _key(letters: str) -> _Key:
 _phrase_key = functools.lru_cache(maxsize=4096)(_key)  # the same phrases come with every utterance
 
 
-def _may_match(run: _Key, target: _Key) -> bool:
-    """False only where the similarity cannot reach SIMILAR, found without the edit distance (quadratic: 500
+def _may_match(run: _Key, target: _Key, threshold: float = SIMILAR) -> bool:
+    """False only where the similarity cannot reach the threshold, found without the edit distance (quadratic: 500
     phrases over a 48-word utterance took 1 s of CPU with only the length bound). The length bound (on letters,
     with room for the sound key's changes) is the one spelled() always had. The others are true lower bounds of the
     edit distance, each edit taking away at most one letter that one side has more of than the other: the letters
     only one side has (cheap, bits), then all such surplus (Counter). A pair they drop could not have matched."""
     longer = max(run.letters, target.letters)
-    if run.letters < MIN_LETTERS or abs(run.letters - target.letters) > (1 - SIMILAR) * longer + 2:
+    if run.letters < MIN_LETTERS or abs(run.letters - target.letters) > (1 - threshold) * longer + 2:
         return False
     # The same arithmetic as similarity(), so that the bounds hold in floating point too.
     length = max(len(run.sound), len(target.sound), 1)
     only = max((run.seen & ~target.seen).bit_count(), (target.seen & ~run.seen).bit_count())
-    if 1 - only / length < SIMILAR:
+    if 1 - only / length < threshold:
         return False
     surplus = max(sum((run.counts - target.counts).values()), sum((target.counts - run.counts).values()))
-    return 1 - surplus / length >= SIMILAR
+    return 1 - surplus / length >= threshold
 
 
 def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
@@ -170,3 +180,53 @@ def choose(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequen
     if len(hinted) > RUN_ON_RATIO * len(plain) + RUN_ON_WORDS:
         return plain  # runs on
     return hinted
+
+
+class Candidate(NamedTuple):
+    """The words with a run of them written as a missing phrase, for the model to judge."""
+
+    words: tuple[Word, ...]
+    phrase: str
+    start: int  # the run's first word
+    run_words: int  # how many words the run has
+    similarity: float
+
+
+def candidates(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Candidate]:
+    """Each run of words spelled at least CANDIDATE_SIMILAR like a phrase the words do not say, written as the
+    phrase: the MAX_CANDIDATES most similar."""
+    found: list[Candidate] = []
+    keyed: dict[tuple[int, int], _Key] = {}  # each run keyed once, not again for every phrase
+    for phrase in hinted_phrases:
+        target = _letters(phrase)
+        if len(target) < MIN_LETTERS or says(phrase, words):
+            continue
+        goal = _phrase_key(target)
+        longest = len(phrase.split()) + CANDIDATE_EXTRA_WORDS
+        for i in range(len(words)):
+            for n in range(1, min(longest, len(words) - i) + 1):
+                if (i, n) not in keyed:
+                    keyed[i, n] = _key(_letters("".join(w.text for w in words[i : i + n])))
+                run = keyed[i, n]
+                if not _may_match(run, goal, CANDIDATE_SIMILAR):
+                    continue
+                score = similarity(run.sound, goal.sound)
+                if score >= CANDIDATE_SIMILAR:
+                    written = (*words[:i], *_as_phrase(words[i : i + n], phrase), *words[i + n :])
+                    found.append(Candidate(written, phrase, i, n, score))
+    return sorted(found, key=lambda c: -c.similarity)[:MAX_CANDIDATES]
+
+
+def judged(words: Sequence[Word], found: Sequence[Candidate], gains: Sequence[float]) -> list[Word]:
+    """The words with each candidate the model prefers (gain: its log-probability over the words', > 0) written
+    in, the largest gain first, where no run taken before overlaps it."""
+    taken: list[Candidate] = []
+    for candidate, gain in sorted(zip(found, gains, strict=True), key=lambda pair: -pair[1]):
+        end = candidate.start + candidate.run_words
+        if gain > 0 and not any(c.start < end and candidate.start < c.start + c.run_words for c in taken):
+            taken.append(candidate)
+    out = list(words)
+    for c in sorted(taken, key=lambda c: -c.start):  # from the end, so earlier runs keep their indexes
+        written = c.words[c.start : len(c.words) - (len(words) - c.start - c.run_words)]
+        out[c.start : c.start + c.run_words] = written
+    return out
