@@ -271,3 +271,9 @@ def test_the_node_and_go_examples_send_phrase_hints(
     assert out.returncode == 0, out.stderr
     words = {w for line in out.stdout.splitlines() for w in line.split("] ", 1)[1].split()}
     assert words and words <= HINTED_WORDS, out.stdout
+    # --json: the start names what the engine does with them, as the Python client's --json does
+    out = subprocess.run([*example, wav, *args, "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[0])["phrase_hints"] == "boost"
+    out = subprocess.run([*example, wav, *args[4:], "--json"], capture_output=True, text=True, timeout=120)
+    assert "phrase_hints" not in json.loads(out.stdout.splitlines()[0]), "absent without hints"

@@ -61,15 +61,19 @@ function parseArgs(argv) {
   return args;
 }
 
-// 'INTERIM_STABILITY_REVISABLE' -> 'revisable'; unspecified -> '' (as the Python client names them).
-const stability = (name) => (name === 'INTERIM_STABILITY_UNSPECIFIED' ? '' : name.replace('INTERIM_STABILITY_', '').toLowerCase());
+// An enum value as the Python client names it: 'INTERIM_STABILITY_REVISABLE' -> 'revisable'; unspecified -> ''.
+const enumName = (name, prefix) => (!name || name.endsWith('_UNSPECIFIED') ? '' : name.replace(prefix, '').toLowerCase());
+const stability = (name) => enumName(name, 'INTERIM_STABILITY_');
 
 /** A response as `voxgate-transcribe --json` prints it (its started, result and ended fields). */
 function jsonFields(r) {
   if (r.response === 'started') {
     const s = r.started;
-    return { type: 'started', session_id: s.session_id, engine: { name: s.engine.name, model: s.engine.model },
+    const out = { type: 'started', session_id: s.session_id, engine: { name: s.engine.name, model: s.engine.model },
       interim_stability: stability(s.interim_stability) };
+    const hints = enumName(s.phrase_hints, 'PHRASE_HINT_SUPPORT_'); // what the engine does with them: none|prompt|boost
+    if (hints) out.phrase_hints = hints; // absent without hints
+    return out;
   }
   if (r.response === 'result') {
     const m = r.result;

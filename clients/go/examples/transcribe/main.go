@@ -222,6 +222,7 @@ type startedJSON struct {
 	SessionID        string     `json:"session_id"`
 	Engine           engineJSON `json:"engine"`
 	InterimStability string     `json:"interim_stability"`
+	PhraseHints      string     `json:"phrase_hints,omitempty"` // what the engine does with them; absent without
 }
 
 type resultJSON struct {
@@ -248,12 +249,18 @@ type capabilitiesJSON struct {
 	InterimStability string     `json:"interim_stability"`
 }
 
-// stability names an InterimStability as the Python client does: "append_only", "revisable", "" (unspecified).
-func stability(s pb.InterimStability) string {
-	if s == pb.InterimStability_INTERIM_STABILITY_UNSPECIFIED {
+// enumName names an enum value as the Python client does: "INTERIM_STABILITY_REVISABLE" is "revisable",
+// an unspecified one "".
+func enumName(name, prefix string) string {
+	if strings.HasSuffix(name, "_UNSPECIFIED") {
 		return ""
 	}
-	return strings.ToLower(strings.TrimPrefix(s.String(), "INTERIM_STABILITY_"))
+	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}
+
+// stability names an InterimStability: "append_only", "revisable", "" (unspecified).
+func stability(s pb.InterimStability) string {
+	return enumName(s.String(), "INTERIM_STABILITY_")
 }
 
 // printJSON prints a response as `voxgate-transcribe --json` does (its started, result and ended fields).
@@ -263,7 +270,7 @@ func printJSON(resp *pb.StreamingRecognizeResponse) {
 	case *pb.StreamingRecognizeResponse_Started:
 		s := r.Started
 		v = startedJSON{"started", s.GetSessionId(), engineJSON{s.GetEngine().GetName(), s.GetEngine().GetModel()},
-			stability(s.GetInterimStability())}
+			stability(s.GetInterimStability()), enumName(s.GetPhraseHints().String(), "PHRASE_HINT_SUPPORT_")}
 	case *pb.StreamingRecognizeResponse_Result:
 		m := r.Result
 		v = resultJSON{"result", m.GetResultId(), m.GetUtteranceIndex(), m.GetIsFinal(), m.GetText(), m.GetDelta(),
