@@ -29,6 +29,7 @@ from engine_sidecar.engines.voxtral import chunk_render, driver_check, steps, to
 from engine_sidecar.engines.voxtral.admission import kv_sessions, lag_refusal
 from engine_sidecar.engines.voxtral.allocator import child_library, for_children
 from engine_sidecar.engines.voxtral.allocator import describe as describe_allocator
+from engine_sidecar.engines.voxtral.context import EngineContext
 from engine_sidecar.engines.voxtral.core_calls import ABORT_CLIENT_METHOD
 from engine_sidecar.engines.voxtral.frontend_client import FrontEndClient
 from engine_sidecar.engines.voxtral.options import VoxtralOptions
@@ -44,7 +45,7 @@ from engine_sidecar.engines.voxtral.procs import (
 from engine_sidecar.engines.voxtral.reanchor.guards import config_problems
 from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, ReanchorLink
 from engine_sidecar.engines.voxtral.rollover import BudgetRollover, NoRollover
-from engine_sidecar.engines.voxtral.session import EngineContext, VoxtralSession
+from engine_sidecar.engines.voxtral.session import VoxtralSession
 from engine_sidecar.engines.voxtral.stats import SchedulerSnapshot, scheduler_stats_only, stat_logger_factory
 from engine_sidecar.engines.voxtral.timing import geometry_from_tokenizer
 from engine_sidecar.engines.voxtral.vllm_window.installed import missing

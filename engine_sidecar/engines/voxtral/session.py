@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import structlog
@@ -24,18 +23,11 @@ from engine_api.audio import BYTES_PER_MS, BYTES_PER_SAMPLE, SAMPLE_RATE_HZ
 from engine_api.outputs import Closed, Delta, Diagnostic, DiagnosticKind, EngineOutput, Flushed
 from engine_api.phrases import PhraseHint
 from engine_api.status import SessionStat
-from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.output_queue import OutputChannel
-from engine_sidecar.engines.voxtral.chunk_render import Render
-from engine_sidecar.engines.voxtral.options import VoxtralOptions
-from engine_sidecar.engines.voxtral.probes import Probes
+from engine_sidecar.engines.voxtral.context import EngineContext
 from engine_sidecar.engines.voxtral.reanchor.tripwire import Unacknowledged
 from engine_sidecar.engines.voxtral.reanchor_link import PositionChoice, ReanchorEvent, StreamListener
-from engine_sidecar.engines.voxtral.rollover import RolloverPolicy
-from engine_sidecar.engines.voxtral.session_phrases import Encode, SessionPhrases
 from engine_sidecar.engines.voxtral.stream import RequestStream
-from engine_sidecar.engines.voxtral.timing import StreamGeometry
-from engine_sidecar.engines.voxtral.token_text import TokenPieces
 from engine_sidecar.engines.voxtral.watchdog import FREEZE, RUT, Watchdog
 
 log = structlog.get_logger("voxtral")
@@ -48,38 +40,6 @@ COUNTERS = {
     DiagnosticKind.WARNING: "early_request_ends",
     REANCHOR_FAILED: "reanchor_failed_sessions",
 }
-
-
-@dataclass
-class EngineContext:
-    """What sessions share: the engine, its geometry and options, counters, and the error handler."""
-
-    llm: Any
-    model_cls: Any
-    geometry: StreamGeometry
-    options: VoxtralOptions
-    probes: Probes
-    rollover: RolloverPolicy
-    counters: EngineCounters
-    on_request_error: Callable[[BaseException], None]  # exits the sidecar if the engine itself died
-    clock: Callable[[], float]
-    position_mode: PositionChoice = PositionChoice.rollover("")
-    # request id -> what that request's session does with its re-anchor news (ReanchorLink dispatches)
-    reanchor_listeners: dict[str, StreamListener] = field(default_factory=dict)
-    flush_reanchor: Callable[[], Awaitable[None]] | None = None  # fetch pending events now
-    fallback_rollover: RolloverPolicy | None = None  # a session whose re-anchoring failed rolls over by this
-    request_prefix: str = "voxgate"  # of every request id; one per front end sharing an engine core
-    render: Render | None = None  # each step's prompt -> engine input (chunk_render.py); None: vLLM's renderer
-    direct_tasks: Any = None  # the engine's supported tasks where the direct step driver is in effect, else None
-    token_pieces: TokenPieces | None = None  # each token's text (token_text.py); None: vLLM detokenizes
-    phrase_encoder: Encode | None = None  # phrase hints -> tokens where the engine biases toward them, else None
-    first_text_id: int = 0  # token ids below it are special, not text
-
-    def phrases(self, hints: tuple[PhraseHint, ...]) -> SessionPhrases | None:
-        return None if self.phrase_encoder is None else SessionPhrases(self.phrase_encoder, self.first_text_id, hints)
-
-    def count(self, name: str) -> None:
-        self.counters.extra[name] = self.counters.extra.get(name, 0) + 1
 
 
 class VoxtralSession:
