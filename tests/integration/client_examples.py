@@ -40,7 +40,7 @@ def node_example() -> list[str]:
     if node is None or npm is None:
         unavailable("node/npm not found on PATH: the Node client needs Node.js >= 18 and npm")
     assert node is not None and npm is not None
-    needed = ("@grpc/grpc-js", "@grpc/proto-loader", "protobufjs")
+    needed = ("@grpc/grpc-js", "@grpc/proto-loader", "protobufjs", "typescript")
     if not all((NODE_DIR / "node_modules" / name).is_dir() for name in needed):
         proc = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],

@@ -134,6 +134,16 @@ def test_generated_clients_match_proto() -> None:
     assert proc.returncode == 0, tail(proc)
 
 
+def test_node_declarations_compile_and_match_the_module(node_example: list[str]) -> None:
+    """index.d.ts compiles under --strict and declares exactly the values index.js exports
+    (clients/node/scripts/check_types.js; it fails on a missing, extra or ill-typed declaration)."""
+    proc = subprocess.run(
+        [node_example[0], str(NODE_DIR / "scripts" / "check_types.js")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, tail(proc)
+    assert "declares the" in proc.stdout
+
+
 def _json_lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
     assert proc.returncode == 0, tail(proc)
     return [json.loads(line) for line in proc.stdout.splitlines()]
