@@ -148,3 +148,21 @@ def test_without_resume_the_worker_sigkill_ends_the_call(
     assert code == 1, tail(subprocess.CompletedProcess([], code, out, err))
     assert "UNAVAILABLE" in err, err
     assert len(out.splitlines()) < 3, out
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_the_audio_is_paced_with_and_without_resume(
+    example: list[str], server: ServerProcess, call_wav: Path, resume: bool
+) -> None:
+    """At --speed PACE the call takes at least its audio's duration / PACE: the control run above (--no-resume)
+    only means something if it sends as the real call does (the C++ sender once skipped pacing without resume,
+    sent a 12 s call in 0.05 s, and the SIGKILL came after the call had ended). A lower bound only: a loaded
+    machine makes it slower, never faster."""
+    serving(server)
+    with wave.open(str(call_wav)) as w:
+        audio_s = w.getnframes() / w.getframerate()
+    started = time.monotonic()
+    code, out, err = run(example, call_wav, server.target, None, *([] if resume else ["--no-resume"]))
+    elapsed_s = time.monotonic() - started
+    assert code == 0, err
+    assert elapsed_s >= 0.9 * audio_s / PACE, f"{elapsed_s:.2f} s for {audio_s:.2f} s of audio at {PACE}x"

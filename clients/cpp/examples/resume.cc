@@ -141,6 +141,7 @@ class Outbox {
       }
       if (max_unacked_ == 0) {  // no resume: nothing kept
         if (epoch != epoch_) return Step::kStop;
+        if (!started_) started_at_ = Clock::now(), started_ = true;  // the pace counts from the first send
         *data = std::move(entry.data);
         return Step::kSend;
       }
