@@ -16,7 +16,7 @@ from .. import phrase_hints
 from ..audio.vad import SpeechBoundary
 from ..clock import Clock
 from ..config import Config
-from ..events import AudioIn, ClientInput, FinalizeIn, HintsUpdated, Notice, PhraseHintsIn, SpeechEvent
+from ..events import AudioIn, ClientInput, FinalizeIn, HintsUpdated, KeepAliveIn, Notice, PhraseHintsIn, SpeechEvent
 from ..session_config import SessionConfig
 from .engine_inputs import Close, EngineQueue, Flush, SetHints
 from .intake import AudioIntake, Chunk
@@ -108,9 +108,11 @@ class Inbound:
                     return StreamEnd.MAX_DURATION
                 if self._at_endpoint and not self.intake.in_speech:
                     return StreamEnd.STOPPED
-            elif isinstance(msg, FinalizeIn) and not self.intake.skipping:  # else resent after a resume: applied then
+            elif isinstance(msg, KeepAliveIn) or not self.intake.take_control():  # else resent, applied before
+                continue
+            elif isinstance(msg, FinalizeIn):
                 await self._forward([*self.intake.cut(self._clock.monotonic()), self._next_flush()])
-            elif isinstance(msg, PhraseHintsIn) and not self.intake.skipping:  # as FinalizeIn
+            else:
                 await self._replace_hints(msg)
         return StreamEnd.STOPPED
 

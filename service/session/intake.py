@@ -43,6 +43,11 @@ class AudioIntake:
             int(cfg.max_duration_s * cfg.sample_rate_hz) * self._bytes_per_sample if cfg.max_duration_s > 0 else None
         )
         self._skip = 0
+        # Control requests (finalize, phrase hints) taken since the last audio byte, and how many of
+        # them a resumed client is still to resend: a client keeps a control until audio after it is
+        # acknowledged, so one at the resume point itself may have been applied already.
+        self._controls_here = 0
+        self._resent_controls = 0
         self.bytes_in = 0
         self.produced_ms = 0  # engine-rate audio turned into chunks so far
 
@@ -58,6 +63,17 @@ class AudioIntake:
                 f"resume_audio_bytes {client_offset} is beyond the {self.bytes_in} bytes this session received",
             )
         self._skip = self.bytes_in - client_offset
+        self._resent_controls = self._controls_here
+
+    def take_control(self) -> bool:
+        """A control request arrived: False when a resumed client is resending one the session applied."""
+        if self._skip:  # it came before audio the session has
+            return False
+        if self._resent_controls:  # it came at the resume point, where this many were applied
+            self._resent_controls -= 1
+            return False
+        self._controls_here += 1
+        return True
 
     @property
     def in_speech(self) -> bool:
@@ -90,6 +106,8 @@ class AudioIntake:
             raise errors.StreamError(
                 grpc.StatusCode.INVALID_ARGUMENT, errors.INVALID_AUDIO, str(exc), field="audio"
             ) from exc
+        if data:  # controls after new audio are new
+            self._controls_here = self._resent_controls = 0
         self.bytes_in += len(data)
         return self._stamp(outputs, now), at_cap
 

@@ -66,6 +66,24 @@ async def test_a_replacement_resent_before_the_resume_point_is_applied_once() ->
     assert len(updates(c.responses + again.responses)) == 1
 
 
+async def test_a_replacement_resent_at_the_resume_point_is_applied_once_and_a_new_one_after_it_is_applied() -> None:
+    h, c = await start()
+    c.audio(silence(160))
+    c.hints("Siobhan")  # no audio after it was acknowledged: the client keeps it and sends it again
+    await settle()
+    last_seq = c.seqs[-1]
+    await c.hang_up()
+    again = h.resume(audio_bytes=len(silence(160)), last_seq=last_seq)
+    again.hints("Siobhan")  # resent
+    again.hints("Zephyrine")  # new, at the same point
+    again.audio(silence(80))
+    again.hints("Siobhan")  # new, after new audio
+    await settle()
+    hints = [r for r in h.engine.stream.received if r.startswith("hints")]
+    assert hints == ["hints Siobhan", "hints Zephyrine", "hints Siobhan"]
+    assert [u.audio_ms for u in updates(c.responses + again.responses)] == [160, 160, 240]
+
+
 async def test_an_engine_without_hints_warns_for_each_replacement() -> None:
     h, c = await start()  # the harness's engine reports no phrase-hint support, as sphinx does
     c.hints("Siobhan")

@@ -70,6 +70,29 @@ async def test_a_resend_from_before_the_resume_point_skips_finalize_too() -> Non
     assert [f.text for f in c.finals() + again.finals()] == ["w0 w80", "w160 w240 w320"]
 
 
+async def test_a_finalize_resent_at_the_resume_point_is_not_applied_again() -> None:
+    h, c = await start()
+    c.audio(silence(160))
+    c.finalize()  # no audio after it was acknowledged: the client sends it again
+    await settle()
+    last_seq = c.seqs[-1]
+    await c.hang_up()
+    for resumed_at in (0, len(silence(160))):  # from before the point, then from the point itself
+        again = h.resume(audio_bytes=resumed_at, last_seq=last_seq)
+        again.audio(silence(160)[resumed_at:])
+        again.finalize()
+        await settle()
+        last_seq = again.seqs[-1] if again.seqs else last_seq
+        await again.hang_up()
+    last = h.resume(audio_bytes=len(silence(160)), last_seq=last_seq)
+    last.finalize()
+    last.audio(silence(160))
+    last.half_close()
+    await h.clock.advance(HALF_CLOSE_GRACE_S)
+    assert h.engine.stream.received.count("flush 1") == 1 and "flush 2" not in h.engine.stream.received
+    assert [f.text for f in c.finals() + last.finals()] == ["w0 w80", "w160 w240"]
+
+
 async def test_a_second_stream_cannot_attach_and_a_resume_cannot_skip_unseen_responses() -> None:
     h, c = await start()
     c.audio(silence(160))
