@@ -1,12 +1,14 @@
 """A TCP relay in front of a voxgate server that a test can cut at will: both ways (a network drop), or on the
 client's side only (the server hears nothing: a NAT or a proxy in between lost the connection), and point at
-another server (a drained instance replaced behind a balancer). It counts the connections it accepted: a
+another server (a drained instance replaced behind a balancer), or refuse connections for a while (an
+outage). It counts the connections it accepted: a
 client that reuses its connection opens one."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class Relay:
@@ -18,6 +20,7 @@ class Relay:
         self._pairs: list[tuple[socket.socket, socket.socket]] = []  # (client side, server side)
         self._silent: list[socket.socket] = []  # server sides left open and unread by abandon()
         self.accepted = 0
+        self._refuse_until = 0.0  # monotonic time before which connections are closed at once
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -37,6 +40,12 @@ class Relay:
         for client, upstream in pairs:
             _shut(client, close=True)
             _shut(upstream, close=True)
+
+    def down_for(self, seconds: float) -> None:
+        """An outage: drop every live connection, and close each new one at once for `seconds`."""
+        with self._lock:
+            self._refuse_until = time.monotonic() + seconds
+        self.cut()
 
     def abandon(self) -> None:
         """Drop every live connection on the client's side only: the server gets no FIN, no RST and no
@@ -64,7 +73,10 @@ class Relay:
             except OSError:
                 return
             with self._lock:
-                target = self._target
+                target, refused = self._target, time.monotonic() < self._refuse_until
+            if refused:
+                _shut(client, close=True)
+                continue
             try:
                 upstream = socket.create_connection(target)
             except OSError:

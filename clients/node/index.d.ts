@@ -55,8 +55,11 @@ export function formatError(details: ErrorDetails): string;
 
 /** How a stream with `resume` reconnects (resume.js). */
 export interface ResumePolicy {
-  /** Reconnects in a row for one disconnect (reset once a response arrives). */
-  maxAttempts: number;
+  /** How long one disconnect is retried (reset once a response arrives); null: the session's
+   * SessionStarted.resume_window (30 s on a default server). */
+  reconnectWindowMs: number | null;
+  /** Also a cap on reconnects in a row for one disconnect; null: none but the window. */
+  maxAttempts: number | null;
   /** The first pause between attempts, doubled each time up to maxBackoffMs. */
   backoffMs: number;
   maxBackoffMs: number;

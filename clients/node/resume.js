@@ -4,8 +4,9 @@
  * voxgate_client.resume, on grpc-js.
  *
  * - A dropped connection (UNAVAILABLE before the session's `ended`) is resumed: the client
- *   reconnects with backoff, presents the session's resume token, the last `seq` it received and
- *   the offset it resends audio from (the last acknowledged one), and resends what it kept. The
+ *   reconnects with backoff for as long as the server holds the session (its resume window),
+ *   presents the session's resume token, the last `seq` it received and the offset it resends
+ *   audio from (the last acknowledged one), and resends what it kept. The
  *   server sends again the responses after that seq; results are de-duplicated by result id.
  *   SESSION_ATTACHED (the server has not seen the old connection go yet) is retried too.
  * - SessionEnded{DRAINING} with audio left: a new session with the same config on the same target
@@ -22,7 +23,10 @@
  */
 
 const DEFAULT_POLICY = Object.freeze({
-  maxAttempts: 5, // reconnects in a row for one disconnect
+  // How long one disconnect is retried; null: as long as the server holds the session, its
+  // SessionStarted.resume_window (30 s on a default server).
+  reconnectWindowMs: null,
+  maxAttempts: null, // also a cap on reconnects in a row for one disconnect; null: none but the window
   backoffMs: 200, // the first pause between attempts, doubled each time ...
   maxBackoffMs: 5000, // ... up to this
   maxUnackedBytes: 4194304, // audio kept unacknowledged before reading waits (the Python client's default)
@@ -36,15 +40,25 @@ const BYTES_PER_SAMPLE = { AUDIO_ENCODING_LINEAR16: 2, AUDIO_ENCODING_MULAW: 1, 
 // A session ending so closes its stream with an error status; any other end, with OK.
 const ENDS_IN_ERROR = new Set(['SESSION_END_REASON_ERROR', 'SESSION_END_REASON_ENGINE_LOST']);
 
+// A voxgate server's default resume window: assumed until a session tells its own.
+const DEFAULT_RESUME_WINDOW_MS = 30000;
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function policyOf(resume) {
   const policy = { ...DEFAULT_POLICY, ...(resume === true ? {} : resume) };
-  if (!(policy.maxAttempts >= 1 && policy.backoffMs >= 0 && policy.maxUnackedBytes > 0)) {
-    throw new Error('resume needs maxAttempts >= 1, backoffMs >= 0 and maxUnackedBytes > 0');
+  const unset = (v) => v === null || v === undefined;
+  if (!((unset(policy.maxAttempts) || policy.maxAttempts >= 1) && policy.backoffMs >= 0 && policy.maxUnackedBytes > 0)) {
+    throw new Error('resume needs maxAttempts >= 1 (or null), backoffMs >= 0 and maxUnackedBytes > 0');
+  }
+  if (!(unset(policy.reconnectWindowMs) || policy.reconnectWindowMs >= 0)) {
+    throw new Error('resume needs reconnectWindowMs >= 0 (or null)');
   }
   return policy;
 }
+
+/** The pause before attempt number `tries` (1, 2, ...): backoffMs doubled each time, up to maxBackoffMs. */
+const backoff = (p, tries) => Math.min(p.backoffMs * 2 ** (tries - 1), p.maxBackoffMs);
 
 /** Nanoseconds (BigInt) of a google.protobuf.Duration as the loader returns it (null: 0). */
 const nanos = (d) => (d ? BigInt(d.seconds) * 1000000000n + BigInt(d.nanos) : 0n);
@@ -271,6 +285,8 @@ class Resumer {
     this.lastSeq = 0; // of the current session
     this.finalIds = new Set();
     this.failures = 0;
+    this.lostSince = null; // the first failed reconnect of this disconnect
+    this.resumeWindowMs = DEFAULT_RESUME_WINDOW_MS; // the session's, once its SessionStarted came
     this.attachedSince = null;
     this.attachedTries = 0;
     this.reopening = false;
@@ -293,6 +309,7 @@ class Resumer {
   /** Take in a response; whether the caller sees it (shifted onto the stream's timeline). */
   passes(r) {
     this.failures = 0;
+    this.lostSince = null;
     this.attachedSince = null;
     this.attachedTries = 0;
     const seq = Number(r.seq);
@@ -301,6 +318,7 @@ class Resumer {
     if (r.response === 'started') {
       if (r.started.resumed) return false; // the same session goes on
       if (r.started.resume_token) this.token = r.started.resume_token;
+      if (r.started.resume_window) this.resumeWindowMs = Number(nanos(r.started.resume_window) / 1000000n);
     } else if (r.response === 'flow_status') {
       const acked = Number(r.flow_status.acked_audio_bytes);
       this.heard = this.heard || acked > 0;
@@ -357,12 +375,16 @@ class Resumer {
       if (now - this.attachedSince > p.attachedWaitMs) return null;
       tries = ++this.attachedTries;
     } else if (this.connectionLost(err)) {
+      const now = Date.now();
+      if (this.lostSince === null) this.lostSince = now;
       tries = ++this.failures;
-      if (tries > p.maxAttempts) return null;
+      if (p.maxAttempts !== null && p.maxAttempts !== undefined && tries > p.maxAttempts) return null;
+      const window = p.reconnectWindowMs ?? this.resumeWindowMs;
+      if (now + backoff(p, tries) - this.lostSince > window) return null;
     } else {
       return null;
     }
-    return Math.min(p.backoffMs * 2 ** (tries - 1), p.maxBackoffMs);
+    return backoff(p, tries);
   }
 
   /** After the retry delay: the next connection's first request. */

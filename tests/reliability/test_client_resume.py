@@ -138,6 +138,46 @@ def test_reconnects_are_bounded_when_the_server_stays_away(proxy: Relay, client_
     assert time.monotonic() - start < 10
 
 
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_an_outage_is_retried_for_as_long_as_the_server_holds_the_session(
+    fake_server: ServerProcess, client_kind: str
+) -> None:
+    # POLICY's five reconnects in a row backed off from 0.05 s would all fail in a 4 s outage; the window
+    # (the session's resume_window, 30 s) carries the call through it.
+    relay = Relay(fake_server.target)
+    try:
+        reference = summary(list(client_stream(client_kind, relay.target, CONFIG, audio_items(), pace=4.0)))
+        got: list[pb.StreamingRecognizeResponse] = []
+        before_outage = -1
+        for response in client_stream(
+            client_kind, relay.target, CONFIG, audio_items(), pace=4.0, resume=POLICY, timeout=60
+        ):
+            got.append(response)
+            if len(summary(got)) == 1 and before_outage < 0:  # once, after the first final
+                before_outage = relay.accepted
+                relay.down_for(4.0)
+    finally:
+        relay.close()
+    assert summary(got) == reference, "no final lost or repeated"
+    assert relay.accepted > before_outage >= 0, "the call reconnected after the outage"
+
+
+@pytest.mark.parametrize("client_kind", CLIENT_KINDS)
+def test_a_reconnect_window_bounds_the_retries_in_time(proxy: Relay, client_kind: str) -> None:
+    policy = ResumePolicy(reconnect_window_s=1.0, backoff_s=0.05, max_backoff_s=0.1, flow_status_interval_ms=100)
+    lost = 0.0
+    with pytest.raises(grpc.RpcError) as info:
+        for response in client_stream(
+            client_kind, proxy.target, CONFIG, audio_items(), pace=1.0, resume=policy, timeout=60
+        ):
+            if response.HasField("started"):
+                proxy.close()  # the server is unreachable from now on
+                lost = time.monotonic()
+    gave_up_after = time.monotonic() - lost
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert 0.8 < gave_up_after < 10, f"gave up {gave_up_after:.2f} s after the loss, the window is 1 s"
+
+
 def test_without_resume_a_dropped_connection_is_an_error(proxy: Relay) -> None:
     with SpeechClient(proxy.target) as client, pytest.raises(grpc.RpcError) as info:
         for response in client.stream(CONFIG, audio_items(), pace=4.0):
@@ -159,6 +199,8 @@ def test_an_error_from_the_audio_source_is_raised_not_resumed(proxy: Relay, clie
 def test_resume_policy_validates() -> None:
     with pytest.raises(ValueError):
         ResumePolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="reconnect_window_s"):
+        ResumePolicy(reconnect_window_s=-1)
     with pytest.raises(ValueError, match="attached_wait_s"):
         ResumePolicy(attached_wait_s=-1)
 

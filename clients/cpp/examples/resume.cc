@@ -296,13 +296,17 @@ class Resumer {
     }
     if (policy_ == nullptr) return true;  // one connection, one session: nothing to skip or shift
     failures_ = attached_tries_ = 0;
-    attached_ = false;
+    attached_ = lost_ = false;
     if (r->seq() && r->seq() <= last_seq_) return false;  // delivered before the reconnect
     last_seq_ = std::max<uint64_t>(last_seq_, r->seq());
     switch (r->response_case()) {
       case pb::StreamingRecognizeResponse::kStarted:
         if (r->started().resumed()) return false;  // the same session goes on
         if (!r->started().resume_token().empty()) token_ = r->started().resume_token();
+        if (r->started().has_resume_window()) {
+          const auto& w = r->started().resume_window();
+          resume_window_s_ = static_cast<double>(w.seconds()) + w.nanos() / 1e9;
+        }
         break;
       case pb::StreamingRecognizeResponse::kFlowStatus:
         heard_ = heard_ || r->flow_status().acked_audio_bytes() > 0;
@@ -348,15 +352,24 @@ class Resumer {
       if (std::chrono::duration<double>(now - attached_since_).count() > p->attached_wait_s) return false;
       tries = ++attached_tries_;
     } else if (ConnectionLost(status)) {
+      const auto now = Clock::now();
+      if (!lost_) lost_since_ = now, lost_ = true;
       tries = ++failures_;
-      if (tries > p->max_attempts) return false;
+      if (p->max_attempts > 0 && tries > p->max_attempts) return false;
+      const double window = p->reconnect_window_s > 0 ? p->reconnect_window_s : resume_window_s_;
+      if (std::chrono::duration<double>(now - lost_since_).count() + Backoff(*p, tries) > window) return false;
     } else {
       return false;
     }
-    double delay = p->backoff_s;
-    for (int i = 1; i < tries && delay < p->max_backoff_s; ++i) delay *= 2;
-    *delay_s = std::min(delay, p->max_backoff_s);
+    *delay_s = Backoff(*p, tries);
     return true;
+  }
+
+  // The pause before attempt number `tries` (1, 2, ...): backoff_s doubled each time, up to max_backoff_s.
+  static double Backoff(const ResumePolicy& p, int tries) {
+    double delay = p.backoff_s;
+    for (int i = 1; i < tries && delay < p.max_backoff_s; ++i) delay *= 2;
+    return std::min(delay, p.max_backoff_s);
   }
 
   // After the retry delay: the next connection's first request.
@@ -411,6 +424,9 @@ class Resumer {
   uint64_t last_seq_ = 0;  // of the current session
   std::set<std::string> final_ids_;
   int failures_ = 0;
+  bool lost_ = false;              // a disconnect is being retried, since lost_since_
+  Clock::time_point lost_since_;
+  double resume_window_s_ = 30;    // the session's, once its SessionStarted came (a default server's before)
   int attached_tries_ = 0;
   bool attached_ = false;
   Clock::time_point attached_since_;
@@ -455,8 +471,9 @@ grpc::Status Stream(pb::Speech::StubInterface* stub, const pb::StreamingConfig& 
                     const StreamOptions& options, const OnResponse& on_response) {
   const size_t frame = BytesPerSampleOf(config.encoding()) * static_cast<size_t>(std::max(config.audio_channel_count(), 1));
   const ResumePolicy* policy = options.resume;
-  if (policy != nullptr && (policy->max_attempts < 1 || policy->max_unacked_bytes == 0)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "resume: max_attempts >= 1 and max_unacked_bytes > 0");
+  if (policy != nullptr && (policy->max_attempts < 0 || policy->reconnect_window_s < 0 || policy->max_unacked_bytes == 0)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "resume: max_attempts >= 0, reconnect_window_s >= 0 and max_unacked_bytes > 0");
   }
   Outbox outbox(std::move(source), policy ? policy->max_unacked_bytes : 0, options.pace,
                 static_cast<double>(config.sample_rate_hz()) * frame);

@@ -2,8 +2,9 @@
 // client's voxgate_client.resume.
 //
 // - A dropped connection (UNAVAILABLE before the session's `ended`) is resumed: Stream
-//   reconnects with backoff, presents the session's resume token, the last seq it received and
-//   the offset it resends audio from (the last acknowledged one), and resends what it kept.
+//   reconnects with backoff for as long as the server holds the session, presents its resume
+//   token, the last seq it received and the offset it resends audio from (the last acknowledged
+//   one), and resends what it kept.
 //   Results are de-duplicated by result id. SESSION_ATTACHED is retried too.
 // - SessionEnded{DRAINING} with audio left: a new session with the same config on the same
 //   target (a balancer picks another instance), from where the drained one stopped.
@@ -28,7 +29,10 @@
 namespace vgx {
 
 struct ResumePolicy {
-  int max_attempts = 5;          // reconnects in a row for one disconnect (reset by a response)
+  // How long one disconnect is retried (reset by a response); 0: as long as the server holds the
+  // session, its SessionStarted.resume_window (30 s on a default server).
+  double reconnect_window_s = 0;
+  int max_attempts = 0;          // also a cap on reconnects in a row for one disconnect; 0: none but the window
   double backoff_s = 0.2;        // the first pause between attempts, doubled each time ...
   double max_backoff_s = 5.0;    // ... up to this
   size_t max_unacked_bytes = 4194304;  // audio kept unacknowledged; reading waits beyond it

@@ -3,7 +3,7 @@
 // voxgate_client.resume.
 //
 //   - A dropped connection (Unavailable before the session's `ended`) is resumed: Stream
-//     reconnects with backoff, presents the session's resume token, the last seq it received
+//     reconnects with backoff for as long as the server holds the session, presents the session's resume token, the last seq it received
 //     and the offset it resends audio from (the last acknowledged one), and resends what it
 //     kept. Results are de-duplicated by result id. SESSION_ATTACHED (the server has not seen
 //     the old connection go yet) is retried too.
@@ -37,7 +37,10 @@ import (
 
 // Policy says how Stream reconnects.
 type Policy struct {
-	MaxAttempts         int           // reconnects in a row for one disconnect (reset by a response)
+	// ReconnectWindow: how long one disconnect is retried (reset by a response); 0: as long as the
+	// server holds the session, its SessionStarted.resume_window (30 s on a default server).
+	ReconnectWindow     time.Duration
+	MaxAttempts         int           // also a cap on reconnects in a row for one disconnect; 0: none but the window
 	Backoff             time.Duration // the first pause between attempts, doubled each time ...
 	MaxBackoff          time.Duration // ... up to this
 	MaxUnackedBytes     int           // audio kept unacknowledged; reading the source waits beyond it
@@ -50,11 +53,14 @@ type Policy struct {
 // DefaultPolicy is the Python client's ResumePolicy().
 func DefaultPolicy() Policy {
 	return Policy{
-		MaxAttempts: 5, Backoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second,
+		Backoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second,
 		MaxUnackedBytes: 4194304, FlowStatusInterval: 200 * time.Millisecond,
 		ReconnectOnDrain: true, RestartLostSessions: true, AttachedWait: 60 * time.Second,
 	}
 }
+
+// defaultResumeWindow is a voxgate server's default resume window: assumed until a session tells its own.
+const defaultResumeWindow = 30 * time.Second
 
 // Source gives the stream's audio one piece at a time in the configured encoding; io.EOF ends it.
 type Source func() ([]byte, error)
@@ -90,8 +96,8 @@ func Stream(ctx context.Context, client pb.SpeechClient, config *pb.StreamingCon
 	policy := opts.Resume
 	maxUnacked := 0 // no resume: nothing kept
 	if policy != nil {
-		if policy.MaxAttempts < 1 || policy.MaxUnackedBytes <= 0 {
-			return errors.New("resume: MaxAttempts >= 1 and MaxUnackedBytes > 0 are required")
+		if policy.MaxAttempts < 0 || policy.ReconnectWindow < 0 || policy.MaxUnackedBytes <= 0 {
+			return errors.New("resume: MaxAttempts >= 0, ReconnectWindow >= 0 and MaxUnackedBytes > 0 are required")
 		}
 		maxUnacked = policy.MaxUnackedBytes
 	}
@@ -219,6 +225,8 @@ type resumer struct {
 	lastSeq        uint64 // of the current session
 	finalIDs       map[string]bool
 	failures       int
+	lostSince      time.Time     // the first failed reconnect of this disconnect
+	resumeWindow   time.Duration // the session's, once its SessionStarted came
 	attachedSince  time.Time
 	attachedTries  int
 	reopening      bool
@@ -235,6 +243,7 @@ func newResumer(config *pb.StreamingConfig, policy *Policy, out *outbox, frame i
 		oneRecognition: config.GetAudioChannelCount() <= 1 || config.GetChannelMode() != pb.ChannelMode_CHANNEL_MODE_SEPARATE,
 		callerFlow:     config.GetFlowStatus().GetEnabled(),
 		finalIDs:       map[string]bool{},
+		resumeWindow:   defaultResumeWindow,
 	}
 	r.request = r.firstConfig()
 	return r
@@ -266,7 +275,7 @@ func (r *resumer) passes(resp *pb.StreamingRecognizeResponse) bool {
 	if r.policy == nil {
 		return true // one connection, one session: nothing to skip or shift
 	}
-	r.failures, r.attachedSince, r.attachedTries = 0, time.Time{}, 0
+	r.failures, r.lostSince, r.attachedSince, r.attachedTries = 0, time.Time{}, time.Time{}, 0
 	if seq := resp.GetSeq(); seq != 0 && seq <= r.lastSeq {
 		return false // delivered before the reconnect
 	} else if seq > r.lastSeq {
@@ -279,6 +288,9 @@ func (r *resumer) passes(resp *pb.StreamingRecognizeResponse) bool {
 		}
 		if t := m.Started.GetResumeToken(); t != "" {
 			r.token = t
+		}
+		if w := m.Started.GetResumeWindow(); w != nil {
+			r.resumeWindow = w.AsDuration()
 		}
 	case *pb.StreamingRecognizeResponse_FlowStatus:
 		acked := int(m.FlowStatus.GetAckedAudioBytes())
@@ -343,19 +355,35 @@ func (r *resumer) retryDelay(err error) (time.Duration, bool) {
 		r.attachedTries++
 		tries = r.attachedTries
 	case connectionLost(err):
+		now := time.Now()
+		if r.lostSince.IsZero() {
+			r.lostSince = now
+		}
 		r.failures++
-		if r.failures > p.MaxAttempts {
+		if p.MaxAttempts > 0 && r.failures > p.MaxAttempts {
+			return 0, false
+		}
+		window := p.ReconnectWindow
+		if window == 0 {
+			window = r.resumeWindow
+		}
+		if now.Add(backoff(p, r.failures)).Sub(r.lostSince) > window {
 			return 0, false
 		}
 		tries = r.failures
 	default:
 		return 0, false
 	}
+	return backoff(p, tries), true
+}
+
+// backoff is the pause before attempt number tries (1, 2, ...): Backoff doubled each time, up to MaxBackoff.
+func backoff(p *Policy, tries int) time.Duration {
 	delay := p.Backoff << uint(tries-1)
 	if delay > p.MaxBackoff || delay < 0 {
 		delay = p.MaxBackoff
 	}
-	return delay, true
+	return delay
 }
 
 // reconnecting: after the retry delay, the next connection's first request.

@@ -5,7 +5,8 @@ session's resume token, the last response `seq` it received and the last
 acknowledged audio offset (`FlowStatus.acked_audio_bytes`). Audio sent since
 that acknowledgement is kept in a bounded buffer. When the connection breaks
 mid-stream (UNAVAILABLE, before the session's `ended`), the client reconnects
-with bounded, backed-off retries, presents the token, the last seq and the
+with backed-off retries for as long as the server holds the session (its
+resume window, unless ResumePolicy says otherwise), presents the token, the last seq and the
 offset it resends from, and resends the buffered audio; the server skips what
 it already has and sends again the responses after that seq. Results are
 de-duplicated by result id, so a caller never sees a final result twice. A
@@ -63,7 +64,7 @@ from .config import (
 )
 from .outbox import AsyncOutbox, Outbox
 from .responses import ends_with_ok, error_details, is_aio_failed_write
-from .resume_policy import ResumePolicy
+from .resume_policy import DEFAULT_RESUME_WINDOW_S, ResumePolicy
 from .timeline import Timeline
 
 __all__ = ["ResumePolicy", "resuming_stream", "resuming_stream_async"]
@@ -132,6 +133,8 @@ class _Resumer:
         self._token, self._last_seq = "", 0  # of the current session
         self._finalized: set[str] = set()
         self._failures = 0
+        self._lost_since: float | None = None  # the first failed reconnect of this disconnect
+        self._resume_window_s = DEFAULT_RESUME_WINDOW_S  # the session's, once it said so
         self._attached_since: float | None = (
             None  # the first SESSION_ATTACHED refusal of this reconnect
         )
@@ -159,7 +162,8 @@ class _Resumer:
             if response.HasField("ended"):
                 self.ended_ok = ends_with_ok(response.ended)
             return True
-        self._failures, self._attached_since, self._attached_tries = 0, None, 0
+        self._failures, self._lost_since = 0, None
+        self._attached_since, self._attached_tries = None, 0
         if response.seq and response.seq <= self._last_seq:
             return False  # already delivered before the reconnect
         self._last_seq = max(self._last_seq, response.seq)
@@ -168,6 +172,8 @@ class _Resumer:
             return False  # the same session goes on: the caller sees one unbroken stream
         if kind == "started" and response.started.resume_token:
             self._token = response.started.resume_token
+            if response.started.HasField("resume_window"):
+                self._resume_window_s = response.started.resume_window.ToTimedelta().total_seconds()
         elif kind == "flow_status":
             self._heard = self._heard or response.flow_status.acked_audio_bytes > 0
             self._outbox.ack(self._timeline.audio_bytes + response.flow_status.acked_audio_bytes)
@@ -221,10 +227,14 @@ class _Resumer:
             self._attached_tries += 1
             delay = policy.delay_s(self._attached_tries)
         elif _connection_lost(error):
+            now = time.monotonic()
+            self._lost_since = now if self._lost_since is None else self._lost_since
             self._failures += 1
-            if self._failures > policy.max_attempts:
-                return None
             delay = policy.delay_s(self._failures)
+            if policy.max_attempts is not None and self._failures > policy.max_attempts:
+                return None
+            if now + delay - self._lost_since > policy.window_s(self._resume_window_s):
+                return None
         else:
             return None
         if self._deadline is not None and time.monotonic() + delay >= self._deadline:

@@ -8,13 +8,21 @@ from .limits import UNACKED_AUDIO
 
 __all__ = ["ResumePolicy"]
 
+# A voxgate server's default resume window: assumed until a session tells its own.
+DEFAULT_RESUME_WINDOW_S = 30.0
+
 
 @dataclass(frozen=True)
 class ResumePolicy:
     """How a stream with `resume=` reconnects.
 
-    max_attempts: reconnects tried in a row for one disconnect (reset once a
-      reconnected stream delivers a response); then the last error is raised.
+    reconnect_window_s: how long one disconnect is retried (from its first
+      failed attempt; reset once a reconnected stream delivers a response); then
+      the last error is raised. None: as long as the server holds the session,
+      its SessionStarted.resume_window (30 s on a default server), so a whole
+      server restarting in that time loses nothing.
+    max_attempts: also a cap on reconnects in a row for one disconnect; None: no
+      cap but the window.
     backoff_s / max_backoff_s: the first delay between attempts, doubled each time up to the max.
     max_unacked_bytes: audio kept for resending; when the server's
       acknowledgements fall this far behind, no more audio is read from the
@@ -34,13 +42,14 @@ class ResumePolicy:
       Not for channels recognized separately (they finalize at their own
       moments). False: the stream ends with the error.
     attached_wait_s: how long a resume refused with SESSION_ATTACHED is retried
-      (backed off like a reconnect, not counted in max_attempts). The server
+      (backed off like a reconnect, not counted in the reconnects). The server
       holds the session for the old connection until it sees that one go: at
       once for a reset connection, after its keepalive fails (20 s + 10 s by
       default) for one that died silently.
     """
 
-    max_attempts: int = 5
+    reconnect_window_s: float | None = None
+    max_attempts: int | None = None
     backoff_s: float = 0.2
     max_backoff_s: float = 5.0
     max_unacked_bytes: int = UNACKED_AUDIO.value
@@ -50,14 +59,20 @@ class ResumePolicy:
     attached_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1 or self.backoff_s < 0 or self.max_unacked_bytes <= 0:
-            raise ValueError(
-                "max_attempts >= 1, backoff_s >= 0 and max_unacked_bytes > 0 are required"
-            )
+        if (self.max_attempts is not None and self.max_attempts < 1) or self.backoff_s < 0:
+            raise ValueError("max_attempts >= 1 (or None) and backoff_s >= 0 are required")
+        if self.max_unacked_bytes <= 0:
+            raise ValueError("max_unacked_bytes > 0 is required")
+        if self.reconnect_window_s is not None and self.reconnect_window_s < 0:
+            raise ValueError("reconnect_window_s must be >= 0 (or None)")
         if self.flow_status_interval_ms <= 0:
             raise ValueError("flow_status_interval_ms must be positive")
         if self.attached_wait_s < 0:
             raise ValueError("attached_wait_s must be >= 0")
+
+    def window_s(self, resume_window_s: float) -> float:
+        """How long one disconnect is retried, given the server's resume window."""
+        return resume_window_s if self.reconnect_window_s is None else self.reconnect_window_s
 
     def delay_s(self, tries: int) -> float:
         """The pause before attempt number `tries` (1, 2, ...): backoff_s doubled each time."""
