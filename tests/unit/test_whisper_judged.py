@@ -30,7 +30,8 @@ def test_a_run_spelled_half_like_a_missing_phrase_is_a_candidate_over_its_time_s
     heard = words("from", "Kate's", "all", "-code", "logistics.")
     (only,) = candidates(heard, ["Quetzalcoatl"])
     assert (only.start, only.run_words, only.similarity) == (1, 3, CANDIDATE_SIMILAR)
-    assert list(only.words) == [heard[0], Word("Quetzalcoatl", 1000, 3900), heard[4]]
+    assert only.written == (Word("Quetzalcoatl", 1000, 3900),)
+    assert only.applied_to(heard) == [heard[0], Word("Quetzalcoatl", 1000, 3900), heard[4]]
 
 
 def test_no_candidate_for_a_phrase_already_said_or_for_runs_too_unlike_it() -> None:

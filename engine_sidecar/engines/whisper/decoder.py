@@ -221,7 +221,7 @@ class WhisperDecoder:
             by_phrase.setdefault(c.phrase, []).append(k)
         gains, forced = [0.0] * len(found), self._forced(pcm16, language)
         for phrase, ks in by_phrase.items():
-            texts = [" ".join(w.text for w in ws) for ws in (words, *(found[k].words for k in ks))]
+            texts = [" ".join(w.text for w in ws) for ws in (words, *(found[k].applied_to(words) for k in ks))]
             base, *scores = forced(texts, prompt, phrase)
             for k, score in zip(ks, scores, strict=True):
                 gains[k] = score - base

@@ -183,13 +183,17 @@ def choose(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequen
 
 
 class Candidate(NamedTuple):
-    """The words with a run of them written as a missing phrase, for the model to judge."""
+    """A run of the words written as a missing phrase, for the model to judge."""
 
-    words: tuple[Word, ...]
+    written: tuple[Word, ...]  # the run, as the phrase
     phrase: str
     start: int  # the run's first word
     run_words: int  # how many words the run has
     similarity: float
+
+    def applied_to(self, words: Sequence[Word]) -> list[Word]:
+        """`words` with the run written as the phrase."""
+        return [*words[: self.start], *self.written, *words[self.start + self.run_words :]]
 
 
 def candidates(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Candidate]:
@@ -212,8 +216,7 @@ def candidates(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Can
                     continue
                 score = similarity(run.sound, goal.sound)
                 if score >= CANDIDATE_SIMILAR:
-                    written = (*words[:i], *_as_phrase(words[i : i + n], phrase), *words[i + n :])
-                    found.append(Candidate(written, phrase, i, n, score))
+                    found.append(Candidate(tuple(_as_phrase(words[i : i + n], phrase)), phrase, i, n, score))
     return sorted(found, key=lambda c: -c.similarity)[:MAX_CANDIDATES]
 
 
@@ -227,6 +230,5 @@ def judged(words: Sequence[Word], found: Sequence[Candidate], gains: Sequence[fl
             taken.append(candidate)
     out = list(words)
     for c in sorted(taken, key=lambda c: -c.start):  # from the end, so earlier runs keep their indexes
-        written = c.words[c.start : len(c.words) - (len(words) - c.start - c.run_words)]
-        out[c.start : c.start + c.run_words] = written
+        out = c.applied_to(out)
     return out
