@@ -2,8 +2,8 @@
 
 In process (no server), one thread, on the keyterm set with each clip's own terms and on the WER corpus with
 bench/keyterms.py's 50 unrelated phrases: each clip's final decode (WhisperDecoder.transcribe) without hints,
-with hints, and with hints but without the judged step (hints.candidates finding nothing). CPU seconds per clip,
-the best of --repeat passes (this machine is shared), and how many clips had candidates for the model to judge.
+with hints, and with hints but without the judged steps (judge=False). CPU seconds per clip,
+the best of --repeat passes (this machine is shared), and in how many clips the model judged something.
 
     .venv/bin/python bench/hint_cost.py [--repeat 3] [--out FILE]
 """
@@ -22,7 +22,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "clients/python")]  # run as a script from
 
 from bench.keyterms import UNRELATED, load_keyterms  # noqa: E402
 from bench.wer import FIXTURES, WER_CORPUS, load_corpus  # noqa: E402
-from engine_sidecar.engines.whisper import hints  # noqa: E402
 from engine_sidecar.engines.whisper.decoder import WhisperDecoder  # noqa: E402
 from engine_sidecar.engines.whisper.model import default_source  # noqa: E402
 
@@ -39,18 +38,25 @@ def cpu_per_clip(run: Callable[[bytes, tuple[str, ...]], object], clips: Clips, 
     return best
 
 
+def judged(decoder: WhisperDecoder, pcm: bytes, phrases: tuple[str, ...]) -> bool:
+    """Whether the model judged anything in this clip's final: the forced passes ran."""
+    forced, calls = decoder._forced, []
+    decoder._forced = lambda *args: calls.append(args) or forced(*args)  # type: ignore[method-assign]
+    try:
+        decoder.transcribe(pcm, 0, phrases=phrases)
+    finally:
+        del decoder._forced  # the class's method again
+    return bool(calls)
+
+
 def measure(decoder: WhisperDecoder, clips: Clips, repeat: int) -> dict[str, float | int]:
     row: dict[str, float | int] = {"clips": len(clips)}
     row["no_hints_s"] = cpu_per_clip(lambda pcm, _: decoder.transcribe(pcm, 0), clips, repeat)
     row["hints_s"] = cpu_per_clip(lambda pcm, ph: decoder.transcribe(pcm, 0, phrases=ph), clips, repeat)
-    candidates = hints.candidates
-    hints.candidates = lambda words, phrases: []  # type: ignore[assignment]
-    try:
-        row["hints_not_judged_s"] = cpu_per_clip(lambda pcm, ph: decoder.transcribe(pcm, 0, phrases=ph), clips, repeat)
-        unjudged = [(decoder.transcribe(pcm, 0, phrases=ph).words, ph) for pcm, ph in clips]
-    finally:
-        hints.candidates = candidates  # type: ignore[assignment]
-    row["clips_judged"] = sum(bool(candidates(list(words), ph)) for words, ph in unjudged)
+    row["hints_not_judged_s"] = cpu_per_clip(
+        lambda pcm, ph: decoder.transcribe(pcm, 0, phrases=ph, judge=False), clips, repeat
+    )
+    row["clips_judged"] = sum(judged(decoder, pcm, ph) for pcm, ph in clips)
     return row
 
 

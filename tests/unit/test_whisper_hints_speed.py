@@ -35,3 +35,9 @@ def test_many_phrases_that_match_nothing_change_nothing() -> None:
 def test_short_runs_and_short_phrases_are_left_alone() -> None:
     heard = words("Jon", "met", "Ann")
     assert spelled(heard, ["John", "Anne"]) == heard
+
+
+def test_a_phrase_already_said_swallows_no_word_before_it() -> None:
+    # "is Siobhan Kowalczyk" spells 0.89 like the phrase: rewriting it would drop "is"
+    heard = words("this", "is", "Siobhan", "Kowalczyk")
+    assert spelled(heard, ["Siobhan Kowalczyk"]) == heard

@@ -1,6 +1,7 @@
-"""Whisper's judged step (hints.candidates, hints.judged, WhisperDecoder.log_probs): a run spelled only half like
-a missing phrase is a candidate, and the phrase is written there only where the model finds that text more likely.
-The first tests are the pure rules; the last ones run the real Whisper tiny.en on the keyterm set's clips."""
+"""Whisper's judged steps (hints.candidates, hints.judged, WhisperDecoder.log_probs): a run spelled only half like
+a missing phrase is a candidate, and the phrase is written there only where the model finds that text more likely;
+hinted words the model finds far less likely than the plain ones are not taken. The first tests are the pure rules
+(the decoder's over scripted decodes); the last ones run the real Whisper tiny.en on the keyterm set's clips."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from engine_sidecar.engines.whisper.hints import (
     CANDIDATE_SIMILAR,
+    HINTED_MARGIN,
     MAX_CANDIDATES,
     candidates,
     judged,
@@ -56,6 +58,52 @@ def test_only_a_candidate_the_model_prefers_is_written_the_larger_gain_first_whe
         5.0 if (c.start, c.run_words) == (4, 3) else 2.0 if (c.start, c.run_words) == (0, 3) else 1.0 for c in found
     ]
     assert [w.text for w in judged(heard, found, gains)] == ["Gdansk", "and", "Quetzalcoatl"]
+
+
+class ScriptedDecoder:
+    """WhisperDecoder.transcribe's own rules over scripted decodes and forced scores: no model."""
+
+    def __init__(self, plain: list[Word], hinted: list[Word], scores: dict[str, float]) -> None:
+        from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder
+
+        self.decoder = object.__new__(WhisperDecoder)
+        self.encoder_runs = 0
+
+        def decode(pcm: bytes, offset: int, prompt: str, language: str, hotwords: str, beam: int = 1) -> object:
+            return Hypothesis(tuple(hinted if hotwords else plain))
+
+        def forced(pcm: bytes, language: str) -> object:
+            self.encoder_runs += 1
+            return lambda texts, prompt, hotwords: [scores[t] for t in texts]
+
+        self.decoder._transcribe = decode  # type: ignore[method-assign]
+        self.decoder._forced = forced  # type: ignore[method-assign]
+
+    def words(self, phrases: tuple[str, ...]) -> str:
+        return " ".join(w.text for w in self.decoder.transcribe(b"\0\0" * 16000, 0, phrases=phrases).words)
+
+
+def test_hinted_words_far_less_likely_than_the_plain_ones_are_not_taken() -> None:
+    plain = words("so", "this", "is", "the", "sick", "corpus", "I", "have", "a", "cold")
+    hinted = [*plain[:3], Word("Siobhan", 3000, 6000), Word("Kowalczyk", 6000, 9900)]  # a name; the rest lost
+    texts = [" ".join(w.text for w in ws) for ws in (plain, hinted)]
+    for deficit, taken in (
+        (HINTED_MARGIN + 1, "so this is the sick corpus I have a cold"),
+        (HINTED_MARGIN - 1, texts[1]),
+    ):
+        scripted = ScriptedDecoder(plain, hinted, {texts[0]: -10.0, texts[1]: -10.0 - deficit})
+        assert scripted.words(("Siobhan Kowalczyk", "Zephyrine")) == taken
+        assert scripted.encoder_runs == 1
+
+
+def test_no_forced_pass_where_the_hinted_words_gain_nothing_or_lose_no_word() -> None:
+    plain = words("call", "me", "back")
+    scripted = ScriptedDecoder(plain, words("Call", "me", "back."), {})
+    assert scripted.words(("Siobhan Kowalczyk",)) == "call me back"
+    assert scripted.encoder_runs == 0
+    scripted = ScriptedDecoder(words("call", "Sheldon", "back"), words("call", "Siobhan", "back"), {})
+    assert scripted.words(("Siobhan",)) == "call Siobhan back"
+    assert scripted.encoder_runs == 0
 
 
 def clip(name: str) -> bytes:

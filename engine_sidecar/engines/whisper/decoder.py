@@ -10,6 +10,7 @@ LOOP_COMPRESSION, Whisper's own test) is run again on the full window, then with
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ MAX_PROMPT_TOKENS = CONTEXT_TOKENS // 2 - 1
 MAX_HOTWORD_TOKENS = MAX_PROMPT_TOKENS // 2
 # Utterances up to this long have their hint candidates judged by the model (one encoder window).
 MAX_JUDGED_MS = 30_000
+# Log-probabilities of texts on one utterance's audio, given a prompt and hotwords (WhisperDecoder._forced).
+ForcedScores = Callable[[list[str], str, str], list[float]]
 # When the decoder stops early, the alignment gives its last word all the audio after it: no word is longer.
 MAX_WORD_MS = 1500
 CONTINUE_AFTER_MS = 2000  # audio left after a decode's last word that is decoded again
@@ -178,7 +181,7 @@ class WhisperDecoder:
         after the same start as decode()'s (its end of text aside: ctranslate2's alignment gives it none)."""
         return self._forced(pcm16, language)(texts, prompt, hotwords)
 
-    def _forced(self, pcm16: bytes, language: str) -> Callable[[list[str], str, str], list[float]]:
+    def _forced(self, pcm16: bytes, language: str) -> ForcedScores:
         """log_probs on pcm16 for any texts and start; the encoder runs once. The texts go one at a time
         (measured: a batch of 16 costs twice 16 single ones)."""
         features = self._model.feature_extractor(pcm16_to_float(pcm16))
@@ -197,29 +200,45 @@ class WhisperDecoder:
         return score
 
     def transcribe(
-        self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en", phrases: tuple[str, ...] = ()
+        self,
+        pcm16: bytes,
+        offset_ms: int,
+        prompt: str = "",
+        language: str = "en",
+        phrases: tuple[str, ...] = (),
+        judge: bool = True,
     ) -> Hypothesis:
-        """All the words of pcm16 (at most 30 s), with phrase hints where they gain one (whisper/hints.py)."""
+        """All the words of pcm16 (at most 30 s), with phrase hints where they gain one (whisper/hints.py).
+        `judge` False skips the model's judgement of hinted words (bench/hint_cost.py measures what it costs)."""
         plain = self._transcribe(pcm16, offset_ms, prompt, language, "")
         if not phrases:
             return plain
         hotwords = hints.prompt(phrases)
         hinted = self._transcribe(pcm16, offset_ms, prompt, language, hotwords, hints.HINTED_BEAM)
-        words = hints.spelled(hints.choose(plain.words, hinted.words, phrases), phrases)
+        judging = judge and len(pcm16) <= MAX_JUDGED_MS * BYTES_PER_MS
+        forced = functools.cache(lambda: self._forced(pcm16, language))  # the encoder runs once, if at all
+        chosen = hints.choose(plain.words, hinted.words, phrases)
+        if chosen is not plain.words and len(chosen) < len(plain.words) and judging:
+            # Hinted words fewer than the plain ones may have lost speech with the name they gained: the model
+            # judges them. Far less likely than the plain words, they changed more than a name. Both texts are
+            # scored with only the gained phrases as the hint.
+            texts = [" ".join(w.text for w in ws) for ws in (plain.words, chosen)]
+            base, score = forced()(texts, prompt, hints.prompt(hints.gained(plain.words, chosen, phrases)))
+            chosen = chosen if score > base - hints.HINTED_MARGIN else plain.words
+        words = hints.spelled(chosen, phrases)
         found = hints.candidates(words, phrases)
-        if not found or len(pcm16) > MAX_JUDGED_MS * BYTES_PER_MS:
+        if not found or not judging:
             return Hypothesis(tuple(words))
-        return Hypothesis(tuple(hints.judged(words, found, self._gains(pcm16, words, found, prompt, language))))
+        return Hypothesis(tuple(hints.judged(words, found, self._gains(words, found, prompt, forced()))))
 
-    def _gains(
-        self, pcm16: bytes, words: list[Word], found: list[hints.Candidate], prompt: str, language: str
-    ) -> list[float]:
+    @staticmethod
+    def _gains(words: list[Word], found: list[hints.Candidate], prompt: str, forced: ForcedScores) -> list[float]:
         """Each candidate's log-probability over the words', both with only its phrase as the hint: the question
         is whether that phrase is said there, and a long list in the prompt costs each forced pass its length."""
         by_phrase: dict[str, list[int]] = {}
         for k, c in enumerate(found):
             by_phrase.setdefault(c.phrase, []).append(k)
-        gains, forced = [0.0] * len(found), self._forced(pcm16, language)
+        gains = [0.0] * len(found)
         for phrase, ks in by_phrase.items():
             texts = [" ".join(w.text for w in ws) for ws in (words, *(found[k].applied_to(words) for k in ks))]
             base, *scores = forced(texts, prompt, phrase)

@@ -5,11 +5,13 @@ was shown. Measured (bench/keyterms.py, docs/benchmarks.md) that alone finds mos
 elsewhere: a prompt of 50 names made the WER corpus worse (case and commas aside: a repetition loop, a lost
 phrase, a name where none was said). So an utterance's final decode runs twice, without and with the hints, and
 the hinted words are taken only where they say a hinted phrase the plain decode did not, without stopping early
-or running on. The hinted decode searches wider (HINTED_BEAM). Then a run of words spelled nearly as a phrase
-("Przybilski", "Tlaquepagui", "bright lane") is written as the phrase. Last, a run spelled only half like a phrase
-that is still missing ("Kate's all -code" for "Quetzalcoatl") is a candidate, and the model decides: the
-utterance's text with the phrase there is scored against the text as it is, both forced through the decoder with
-the hints in its prompt, and the phrase is written only where the model itself finds that text more likely (the
+or running on. Hinted words fewer than the plain ones are also scored by the model against them, and dropped when
+far less likely (a long prompt of names can make the beam write one where none was said, losing words). The
+hinted decode searches wider (HINTED_BEAM). Then a run of words spelled nearly as a phrase ("Przybilski",
+"Tlaquepagui", "bright lane") is written as the phrase. Last, a run spelled only half like a phrase that is still
+missing ("Kate's all -code" for "Quetzalcoatl") is a candidate, and the model decides: the utterance's text with
+the phrase there is scored against the text as it is, both forced through the decoder with the hints in its
+prompt, and the phrase is written only where the model itself finds that text more likely (the
 beam search missed it). Interims are decoded without hints.
 """
 
@@ -32,6 +34,12 @@ CUT_SHORT_MS = 1000
 RUN_ON_RATIO = 1.5
 RUN_ON_WORDS = 3
 HINTED_BEAM = 5  # measured: 21 of 34 key terms against 18 greedy (docs/benchmarks.md)
+# Hinted words fewer than the plain ones are kept unless the model, scoring both texts with the gained phrases as
+# the hint, finds them more than e^HINTED_MARGIN times less likely than the plain ones. The wider beam and the
+# longer prompt find names the plain words make unlikely: measured on the keyterm set, hinted texts with a true
+# name scored down to -16 nats below the plain ones (a decode that also lost two words); a name written where none
+# was said in the WER corpus (50 unrelated hints), -40. One example of each side: the margin is not tuned.
+HINTED_MARGIN = 20.0
 # A run of up to MAX_RUN words whose letters are this similar to a phrase's (1 - edit distance / length) is the
 # phrase misspelled; runs of fewer than MIN_LETTERS letters are left alone (short words match too much).
 SIMILAR = 0.8
@@ -131,7 +139,8 @@ def _may_match(run: _Key, target: _Key, threshold: float = SIMILAR) -> bool:
 
 
 def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
-    """The words with each run of up to MAX_RUN words spelled nearly as a phrase written as the phrase."""
+    """The words with each run of up to MAX_RUN words spelled nearly as a phrase the words do not say yet written as
+    the phrase."""
     out = list(words)
     keyed: dict[str, _Key] = {}  # by the run's text: each run is keyed once, not again for every phrase
 
@@ -147,7 +156,7 @@ def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
     current = runs()  # the runs of out as it is now
     for phrase in hinted_phrases:
         target = _letters(phrase)
-        if len(target) < MIN_LETTERS:
+        if len(target) < MIN_LETTERS or says(phrase, out):  # said: a run around it would swallow a word ("is")
             continue
         goal = _phrase_key(target)
         if not any(_may_match(run, goal) for run in current):
@@ -170,10 +179,14 @@ def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
     return out
 
 
+def gained(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequence[str]) -> list[str]:
+    """The phrases the hinted words say and the plain words do not."""
+    return [p for p in hinted_phrases if says(p, hinted) and not says(p, plain)]
+
+
 def choose(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequence[str]) -> Sequence[Word]:
     """The hinted words where they gain a phrase and otherwise cover what the plain words cover; else plain."""
-    gained = any(says(p, hinted) and not says(p, plain) for p in hinted_phrases)
-    if not gained or not hinted:
+    if not hinted or not gained(plain, hinted, hinted_phrases):
         return plain
     if plain and hinted[-1].end_ms < plain[-1].end_ms - CUT_SHORT_MS:
         return plain  # cut short after the name
