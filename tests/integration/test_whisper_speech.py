@@ -89,7 +89,9 @@ def test_the_readme_commands_print_what_was_said(whisper_server: ServerProcess) 
     )
     assert word_error_rate("eight of spades four of clubs seven of hearts", " ".join(cards)) <= 1 / 9
     name = "tests/fixtures/keyterms/please_put_me_through_rms.wav"
-    assert "Siobhan Kowalczyk" in " ".join(transcribe(whisper_server, "--phrase", "Siobhan Kowalczyk", name))
+    hinted = transcribe(whisper_server, "--no-pace", "--phrase", "Siobhan Kowalczyk", name)
+    assert "Siobhan Kowalczyk" in " ".join(hinted)
+    assert word_error_rate("please put me through to siobhan kowalczyk in accounting", " ".join(hinted)) == 0
 
 
 def test_a_corrupted_model_stops_the_server_at_start_with_the_file_and_the_fix(tmp_path: Path) -> None:
