@@ -104,6 +104,12 @@ def test_no_forced_pass_where_the_hinted_words_gain_nothing_or_lose_no_word() ->
     scripted = ScriptedDecoder(words("call", "Sheldon", "back"), words("call", "Siobhan", "back"), {})
     assert scripted.words(("Siobhan",)) == "call Siobhan back"
     assert scripted.encoder_runs == 0
+    # fewer words, as many fewer as a name heard in pieces accounts for (its words + CANDIDATE_EXTRA_WORDS)
+    plain = words("from", "Kate's", "all", "-code", "logistics")
+    hinted = [plain[0], Word("Quetzalcoatl", 1000, 3900), Word("logistics", 4000, 4900)]
+    scripted = ScriptedDecoder(plain, hinted, {})
+    assert scripted.words(("Quetzalcoatl",)) == "from Quetzalcoatl logistics"
+    assert scripted.encoder_runs == 0
 
 
 def clip(name: str) -> bytes:

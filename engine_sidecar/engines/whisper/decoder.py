@@ -218,12 +218,12 @@ class WhisperDecoder:
         judging = judge and len(pcm16) <= MAX_JUDGED_MS * BYTES_PER_MS
         forced = functools.cache(lambda: self._forced(pcm16, language))  # the encoder runs once, if at all
         chosen = hints.choose(plain.words, hinted.words, phrases)
-        if chosen is not plain.words and len(chosen) < len(plain.words) and judging:
-            # Hinted words fewer than the plain ones may have lost speech with the name they gained: the model
-            # judges them. Far less likely than the plain words, they changed more than a name. Both texts are
-            # scored with only the gained phrases as the hint.
+        gained = hints.gained(plain.words, chosen, phrases)
+        if chosen is not plain.words and hints.may_have_lost_words(plain.words, chosen, gained) and judging:
+            # The model judges them: far less likely than the plain words, they changed more than a name. Both
+            # texts are scored with only the gained phrases as the hint.
             texts = [" ".join(w.text for w in ws) for ws in (plain.words, chosen)]
-            base, score = forced()(texts, prompt, hints.prompt(hints.gained(plain.words, chosen, phrases)))
+            base, score = forced()(texts, prompt, hints.prompt(gained))
             chosen = chosen if score > base - hints.HINTED_MARGIN else plain.words
         words = hints.spelled(chosen, phrases)
         found = hints.candidates(words, phrases)

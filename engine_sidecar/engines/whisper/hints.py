@@ -5,8 +5,9 @@ was shown. Measured (bench/keyterms.py, docs/benchmarks.md) that alone finds mos
 elsewhere: a prompt of 50 names made the WER corpus worse (case and commas aside: a repetition loop, a lost
 phrase, a name where none was said). So an utterance's final decode runs twice, without and with the hints, and
 the hinted words are taken only where they say a hinted phrase the plain decode did not, without stopping early
-or running on. Hinted words fewer than the plain ones are also scored by the model against them, and dropped when
-far less likely (a long prompt of names can make the beam write one where none was said, losing words). The
+or running on. Hinted words fewer than the plain ones by more than their new names account for are also scored
+by the model against them, and dropped when far less likely (a long prompt of names can make the beam write one
+where none was said, losing words). The
 hinted decode searches wider (HINTED_BEAM). Then a run of words spelled nearly as a phrase ("Przybilski",
 "Tlaquepagui", "bright lane") is written as the phrase. Last, a run spelled only half like a phrase that is still
 missing ("Kate's all -code" for "Quetzalcoatl") is a candidate, and the model decides: the utterance's text with
@@ -34,11 +35,12 @@ CUT_SHORT_MS = 1000
 RUN_ON_RATIO = 1.5
 RUN_ON_WORDS = 3
 HINTED_BEAM = 5  # measured: 21 of 34 key terms against 18 greedy (docs/benchmarks.md)
-# Hinted words fewer than the plain ones are kept unless the model, scoring both texts with the gained phrases as
-# the hint, finds them more than e^HINTED_MARGIN times less likely than the plain ones. The wider beam and the
-# longer prompt find names the plain words make unlikely: measured on the keyterm set, hinted texts with a true
-# name scored down to -16 nats below the plain ones (a decode that also lost two words); a name written where none
-# was said in the WER corpus (50 unrelated hints), -40. One example of each side: the margin is not tuned.
+# Hinted words that may have lost words (may_have_lost_words) are kept unless the model, scoring both texts with
+# the gained phrases as the hint, finds them more than e^HINTED_MARGIN times less likely than the plain ones. The
+# wider beam and the longer prompt find names the plain words make unlikely: measured on the keyterm set, hinted
+# texts with a true name scored down to -16 nats below the plain ones (a decode that also lost two words); a name
+# written where none was said in the WER corpus (50 unrelated hints), -40. One example of each side: the margin is
+# not tuned.
 HINTED_MARGIN = 20.0
 # A run of up to MAX_RUN words whose letters are this similar to a phrase's (1 - edit distance / length) is the
 # phrase misspelled; runs of fewer than MIN_LETTERS letters are left alone (short words match too much).
@@ -182,6 +184,13 @@ def spelled(words: Sequence[Word], hinted_phrases: Sequence[str]) -> list[Word]:
 def gained(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequence[str]) -> list[str]:
     """The phrases the hinted words say and the plain words do not."""
     return [p for p in hinted_phrases if says(p, hinted) and not says(p, plain)]
+
+
+def may_have_lost_words(plain: Sequence[Word], hinted: Sequence[Word], gained: Sequence[str]) -> bool:
+    """Whether the hinted words are fewer than the plain ones by more than their gained phrases account for: each
+    stands for its own words and up to CANDIDATE_EXTRA_WORDS more misheard pieces ("Kate's all -code")."""
+    allowed = sum(len(p.split()) + CANDIDATE_EXTRA_WORDS for p in gained)
+    return len(plain) - len(hinted) > allowed
 
 
 def choose(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequence[str]) -> Sequence[Word]:
