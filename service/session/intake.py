@@ -79,11 +79,6 @@ class AudioIntake:
     def in_speech(self) -> bool:
         return self._pipeline.in_speech
 
-    @property
-    def skipping(self) -> bool:
-        """A resumed client is still resending audio the session already has."""
-        return self._skip > 0
-
     def push(self, data: bytes, now: float) -> tuple[list[Chunk | SpeechBoundary], bool]:
         """Accept one audio message; returns engine inputs and whether the duration cap was reached."""
         if len(data) > self._limit:

@@ -15,7 +15,7 @@ from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
 from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder, join_punctuation
 from engine_sidecar.engines.whisper.engine import SEGMENT_MS, WhisperSession, word_key
-from engine_sidecar.engines.whisper.hints import choose, phrases, says
+from engine_sidecar.engines.whisper.hints import choose, gained, phrases, says
 from engine_sidecar.engines.words import Word, agreed_prefix
 
 CHUNK_MS = 80
@@ -202,15 +202,18 @@ def test_a_hinted_decode_is_taken_only_where_it_gains_a_phrase_and_covers_the_re
     def words(text: str, every_ms: int = 400) -> list[Word]:
         return [Word(t, i * every_ms, i * every_ms + 300) for i, t in enumerate(text.split())]
 
+    def take(plain: list[Word], hinted: list[Word], hinted_phrases: tuple[str, ...]) -> object:
+        return choose(plain, hinted, gained(plain, hinted, hinted_phrases))
+
     plain = words("put me through to share Bun Cow whole check in accounting")
     named = words("put me through to Siobhan Kowalczyk in accounting", every_ms=600)
-    assert choose(plain, named, ("Siobhan Kowalczyk",)) == named
-    assert choose(plain, named, ("Ozempic",)) == plain, "no phrase gained"
-    assert choose(named, named, ("Siobhan Kowalczyk",)) == named
+    assert take(plain, named, ("Siobhan Kowalczyk",)) == named
+    assert take(plain, named, ("Ozempic",)) == plain, "no phrase gained"
+    assert take(named, named, ("Siobhan Kowalczyk",)) == named
     cut = words("put me through to Siobhan Kowalczyk")
-    assert choose(plain, cut, ("Siobhan Kowalczyk",)) == plain, "stopped after the name"
+    assert take(plain, cut, ("Siobhan Kowalczyk",)) == plain, "stopped after the name"
     loop = words("put me through to Siobhan Kowalczyk " + "you know " * 12)
-    assert choose(plain, loop, ("Siobhan Kowalczyk",)) == plain, "runs on"
+    assert take(plain, loop, ("Siobhan Kowalczyk",)) == plain, "runs on"
     assert says("siobhan kowalczyk", words("to Siobhan Kowalczyk's desk")) is False
     assert says("Siobhan Kowalczyk", words("to Siobhan, Kowalczyk.")) is True
 

@@ -6,13 +6,13 @@ acknowledged audio offset (`FlowStatus.acked_audio_bytes`). Audio sent since
 that acknowledgement is kept in a bounded buffer. When the connection breaks
 mid-stream (UNAVAILABLE, before the session's `ended`), the client reconnects
 with backed-off retries for as long as the server holds the session (its
-resume window, unless ResumePolicy says otherwise), presents the token, the last seq and the
-offset it resends from, and resends the buffered audio; the server skips what
-it already has and sends again the responses after that seq. Results are
-de-duplicated by result id, so a caller never sees a final result twice. A
-server that still holds the session for the old connection (it has not seen
-that one die yet) refuses with SESSION_ATTACHED: that is retried too, for up to
-`ResumePolicy.attached_wait_s`.
+resume window, unless ResumePolicy says otherwise), presents the token, the
+last seq and the offset it resends from, and resends the buffered audio; the
+server skips what it already has and sends again the responses after that
+seq. Results are de-duplicated by result id, so a caller never sees a final
+result twice. A server that still holds the session for the old connection
+(it has not seen that one die yet) refuses with SESSION_ATTACHED: that is
+retried too, for up to `ResumePolicy.attached_wait_s`.
 
 When the server ends the session with SessionEnded{DRAINING} (it is shutting
 down gracefully) while there is still audio to send, the session cannot be

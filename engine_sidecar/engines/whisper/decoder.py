@@ -217,8 +217,8 @@ class WhisperDecoder:
         hinted = self._transcribe(pcm16, offset_ms, prompt, language, hotwords, hints.HINTED_BEAM)
         judging = judge and len(pcm16) <= MAX_JUDGED_MS * BYTES_PER_MS
         forced = functools.cache(lambda: self._forced(pcm16, language))  # the encoder runs once, if at all
-        chosen = hints.choose(plain.words, hinted.words, phrases)
-        gained = hints.gained(plain.words, chosen, phrases)
+        gained = hints.gained(plain.words, hinted.words, phrases)
+        chosen = hints.choose(plain.words, hinted.words, gained)
         if chosen is not plain.words and hints.may_have_lost_words(plain.words, chosen, gained) and judging:
             # The model judges them: far less likely than the plain words, they changed more than a name. Both
             # texts are scored with only the gained phrases as the hint.

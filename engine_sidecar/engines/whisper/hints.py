@@ -7,13 +7,12 @@ phrase, a name where none was said). So an utterance's final decode runs twice, 
 the hinted words are taken only where they say a hinted phrase the plain decode did not, without stopping early
 or running on. Hinted words fewer than the plain ones by more than their new names account for are also scored
 by the model against them, and dropped when far less likely (a long prompt of names can make the beam write one
-where none was said, losing words). The
-hinted decode searches wider (HINTED_BEAM). Then a run of words spelled nearly as a phrase ("Przybilski",
-"Tlaquepagui", "bright lane") is written as the phrase. Last, a run spelled only half like a phrase that is still
-missing ("Kate's all -code" for "Quetzalcoatl") is a candidate, and the model decides: the utterance's text with
-the phrase there is scored against the text as it is, both forced through the decoder with the hints in its
-prompt, and the phrase is written only where the model itself finds that text more likely (the
-beam search missed it). Interims are decoded without hints.
+where none was said, losing words). The hinted decode searches wider (HINTED_BEAM). Then a run of words spelled
+nearly as a phrase ("Przybilski", "Tlaquepagui", "bright lane") is written as the phrase. Last, a run spelled only
+half like a phrase that is still missing ("Kate's all -code" for "Quetzalcoatl") is a candidate, and the model
+decides: the utterance's text with the phrase there is scored against the text as it is, both forced through the
+decoder with the hints in its prompt, and the phrase is written only where the model itself finds that text more
+likely (the beam search missed it). Interims are decoded without hints.
 """
 
 from __future__ import annotations
@@ -193,9 +192,10 @@ def may_have_lost_words(plain: Sequence[Word], hinted: Sequence[Word], gained: S
     return len(plain) - len(hinted) > allowed
 
 
-def choose(plain: Sequence[Word], hinted: Sequence[Word], hinted_phrases: Sequence[str]) -> Sequence[Word]:
-    """The hinted words where they gain a phrase and otherwise cover what the plain words cover; else plain."""
-    if not hinted or not gained(plain, hinted, hinted_phrases):
+def choose(plain: Sequence[Word], hinted: Sequence[Word], gained: Sequence[str]) -> Sequence[Word]:
+    """The hinted words where they gain phrases (`gained`) and otherwise cover what the plain words cover; else
+    plain."""
+    if not hinted or not gained:
         return plain
     if plain and hinted[-1].end_ms < plain[-1].end_ms - CUT_SHORT_MS:
         return plain  # cut short after the name
