@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -53,7 +52,6 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.errors import ErrorCategory
 from pipecat.utils.time import time_now_iso8601
 from pipecat.utils.tracing.service_decorators import traced_stt
-from pipecat.utils.types import NOT_GIVEN, NotGiven
 
 from voxgate_client import (
     FINALIZE,
@@ -74,6 +72,7 @@ from voxgate_client.v1 import speech_pb2 as pb
 
 from .audio_queue import AudioQueue, End, Rotate
 from .results import VoxgateResult, VoxgateWord, pipecat_language, voxgate_result
+from .settings import VoxgateSTTSettings, keyterm_phrases
 
 __all__ = ["VoxgateResult", "VoxgateSTTService", "VoxgateSTTSettings", "VoxgateWord"]
 
@@ -89,15 +88,6 @@ _PERMANENT = {
     grpc.StatusCode.PERMISSION_DENIED: ErrorCategory.AUTHORIZATION,
     grpc.StatusCode.UNIMPLEMENTED: ErrorCategory.INVALID_REQUEST,
 }
-
-
-@dataclass
-class VoxgateSTTSettings(STTSettings):
-    """STTSettings with voxgate's key terms (phrase hints): a list of strings or
-    voxgate_client.Phrase. Updating them mid-call replaces the session's hints from its next
-    utterance on (no new session)."""
-
-    keyterms: Any | NotGiven = field(default_factory=lambda: NOT_GIVEN)
 
 
 class VoxgateSTTService(STTService):
@@ -256,8 +246,7 @@ class VoxgateSTTService(STTService):
         return changed
 
     def _phrases(self) -> tuple[Phrase, ...]:
-        keyterms = getattr(self._settings, "keyterms", ())
-        return as_phrases(keyterms if isinstance(keyterms, (list, tuple)) else ())
+        return keyterm_phrases(self._settings)
 
     # -- audio in --------------------------------------------------------------
 
