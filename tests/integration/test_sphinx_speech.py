@@ -12,6 +12,7 @@ import pytest
 import soxr
 
 from bench.wer import engine_samples, sphinx_final
+from service.bench.wer import normalize
 from tests.helpers import (
     ROOT,
     ServerProcess,
@@ -90,8 +91,9 @@ def test_the_final_is_the_engines_own_hypothesis(sphinx_server: ServerProcess, c
     direct = sphinx_final(engine_samples(audio, "linear16"))
     assert len(finals(responses)) == 1
     assert final_text(responses).split() == direct.split()
-    if not lead_s:  # the fixture README measured the engine alone on these clips
-        assert word_error_rate(str(clip["text"]), direct) == pytest.approx(float(clip["wer_16k"]), abs=0.01)
+    if not lead_s:  # the fixture README measured the engine alone on these clips, to a word on any CPU
+        words = len(normalize(str(clip["text"])))
+        assert abs(word_error_rate(str(clip["text"]), direct) - float(clip["wer_16k"])) * words <= 1 + 1e-9
 
 
 def test_capabilities_announce_revisable_interims(sphinx_server: ServerProcess) -> None:
