@@ -13,6 +13,8 @@ from . import limits
 
 DEFAULT_PORT = 50051
 ENGINE_FIELDS = ("preset", "engine_options")
+SPEECH_DETECTORS = ("webrtcvad", "silero")
+CHOICES = {"speech_detector": SPEECH_DETECTORS}  # the flags whose values are names from a list
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Config:
     endpointing_silence_ms: int = 800
     max_endpointing_silence_ms: int = 10000
     vad_aggressiveness: int = 2
+    speech_detector: str = "webrtcvad"
     max_session_duration_s: float = 0.0
     idle_timeout_s: float = 30.0
     max_idle_timeout_s: float = 600.0
@@ -96,6 +99,9 @@ HELP = {
     "endpointing_silence_ms": "default silence that ends an utterance",
     "max_endpointing_silence_ms": "largest endpointing silence a client may ask for",
     "vad_aggressiveness": "webrtcvad aggressiveness 0..3",
+    "speech_detector": "what decides that audio is speech: webrtcvad alone (fast; music passes as speech), or "
+    "silero: webrtcvad, then the Silero VAD network from the faster-whisper wheel, which music, tones and "
+    "noise do not pass (service/audio/speech_model.py)",
     "max_session_duration_s": "audio seconds after which a session ends (0: unbounded)",
     "idle_timeout_s": "default seconds without a client message before a session ends",
     "max_idle_timeout_s": "largest idle timeout a client may ask for",
@@ -140,6 +146,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             "--" + f.name.replace("_", "-"),
             type=kind,
             default=default,
+            choices=CHOICES.get(f.name),
             dest=f.name,
             help=f"{HELP[f.name]} [env {env_name}; default: %(default)s]",
         )

@@ -20,6 +20,7 @@ from voxgate_client.v1 import speech_pb2, speech_pb2_grpc
 
 from . import compat, metrics, request_stream, tracing
 from .api import SpeechServicer
+from .audio.speech_model import shared_model
 from .clock import Clock, SystemClock
 from .config import Config
 from .engine_pool import EnginePool
@@ -103,6 +104,8 @@ class Server:
 
     async def start(self) -> None:
         c = self.config
+        if c.speech_detector == "silero":
+            shared_model()  # a missing or altered model stops the start, naming the file and the fix
         allow_open_files()  # a client connection and a frames connection per session
         # Authentication first: an unauthenticated caller learns nothing, not even that its bytes were bad.
         interceptors = [*self._security.interceptors(), request_stream.MalformedUnaryRequests()]

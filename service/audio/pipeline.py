@@ -9,7 +9,8 @@ from engine_api.audio import CHUNK_MS, SAMPLE_RATE_HZ
 
 from .decode import Encoding, decode
 from .resample import StreamResampler
-from .vad import FRAME_BYTES, FRAME_MS, SpeechBoundary, VoiceActivity
+from .speech_model import SpeechProbability, shared_model
+from .vad import FRAME_BYTES, FRAME_MS, NeuralGate, SpeechBoundary, VoiceActivity
 
 CHUNK_FRAMES = CHUNK_MS // FRAME_MS  # 80 ms: a whole number of 20 ms VAD frames
 if CHUNK_FRAMES * FRAME_MS != CHUNK_MS:
@@ -26,13 +27,21 @@ PipelineOutput = EngineChunk | SpeechBoundary
 
 
 class AudioPipeline:
-    def __init__(self, encoding: Encoding, sample_rate_hz: int, vad_aggressiveness: int, silence_ms: int) -> None:
+    def __init__(
+        self,
+        encoding: Encoding,
+        sample_rate_hz: int,
+        vad_aggressiveness: int,
+        silence_ms: int,
+        speech_detector: str = "webrtcvad",
+    ) -> None:
         self._encoding = encoding
         self._resampler = StreamResampler(sample_rate_hz)
         # LINEAR16 at the engine rate on a little-endian host is already the engine's PCM: taken as it is,
         # without a numpy round trip (decode, the resampler's pass-through, tobytes) per message.
         self._as_is = encoding is Encoding.LINEAR16 and sample_rate_hz == SAMPLE_RATE_HZ and sys.byteorder == "little"
-        self._vad = VoiceActivity(vad_aggressiveness, silence_ms)
+        gate = NeuralGate(SpeechProbability(shared_model())) if speech_detector == "silero" else None
+        self._vad = VoiceActivity(vad_aggressiveness, silence_ms, gate)
         self._pending = b""  # resampled audio not yet a whole VAD frame
         self._chunk: list[bytes] = []
         self._chunk_speech = False

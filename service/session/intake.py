@@ -35,7 +35,11 @@ class AudioIntake:
         self._cfg = cfg
         self._limit = server.max_audio_bytes_per_message
         self._pipeline = AudioPipeline(
-            cfg.encoding, cfg.sample_rate_hz, server.vad_aggressiveness, cfg.endpointing_silence_ms
+            cfg.encoding,
+            cfg.sample_rate_hz,
+            server.vad_aggressiveness,
+            cfg.endpointing_silence_ms,
+            server.speech_detector,
         )
         self._bytes_per_sample = cfg.encoding.bytes_per_sample
         # A positive cap shorter than one sample is a cap of zero bytes, not "unbounded".
