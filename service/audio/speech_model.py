@@ -12,10 +12,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .tonality import band_flatness
 
 MODEL_PACKAGE = "faster-whisper==1.2.1"
 MODEL_FILE = "silero_vad_v6.onnx"
@@ -84,8 +87,16 @@ def shared_model() -> SpeechModel:
         return _shared
 
 
+@dataclass(frozen=True)
+class Window:
+    """What the detector makes of one 32 ms window."""
+
+    speech_probability: float  # Silero's
+    flatness: float  # of the telephone band: near 0 for music and tones, nan when silent (tonality.py)
+
+
 class SpeechProbability:
-    """One stream's detector: 16 kHz PCM16 in, a speech probability per completed 32 ms window out."""
+    """One stream's detector: 16 kHz PCM16 in, a verdict per completed 32 ms window out."""
 
     def __init__(self, model: SpeechModel) -> None:
         self._model = model
@@ -94,8 +105,8 @@ class SpeechProbability:
         self._context = np.zeros(CONTEXT_SAMPLES, dtype=np.float32)
         self._pending = np.zeros(0, dtype=np.float32)
 
-    def push(self, pcm16: bytes) -> list[float]:
-        """Probabilities of the windows this audio completes, oldest first (one run for all of them)."""
+    def push(self, pcm16: bytes) -> list[Window]:
+        """The windows this audio completes, oldest first (one run of the network for all of them)."""
         samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
         data = np.concatenate([self._pending, samples]) if len(self._pending) else samples
         count = len(data) // WINDOW_SAMPLES
@@ -108,4 +119,4 @@ class SpeechProbability:
         probabilities, self._h, self._c = self._model.run(
             np.ascontiguousarray(np.concatenate([contexts, windows], axis=1)), self._h, self._c
         )
-        return [float(p) for p in probabilities]
+        return [Window(float(p), float(f)) for p, f in zip(probabilities, band_flatness(windows), strict=True)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
 import webrtcvad
 
 from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
@@ -35,23 +36,36 @@ class SpeechBoundary:
 
 
 class NeuralGate:
-    """The network's verdict per 20 ms frame: its latest 32 ms window's, with hysteresis (Silero's own
-    defaults: speech from 0.5, no longer speech below 0.35), so a word's soft end does not flicker."""
+    """Whether a 20 ms frame may be speech, from the latest 32 ms windows: not where the network hears no
+    speech and the audio is tonal (music, tones, hum). The network alone would also drop voices it misses
+    (a hoarse one at 8 kHz scores below 0.15); those are not tonal, so webrtcvad keeps deciding for them.
+
+    The network's verdict has hysteresis (Silero's own defaults: speech from 0.5, no longer below 0.35), so
+    a word's soft end does not flicker; tonality is the median flatness of the last TONAL_WINDOWS windows
+    that were not silent.
+    """
 
     SPEECH_FROM = 0.5
     SPEECH_UNTIL = 0.35
+    TONAL_FLATNESS = 0.25  # music and tones measured 0.004-0.15, speech 0.35 and up (tonality.py)
+    TONAL_WINDOWS = 5  # 160 ms: a note or a tone, not one harmonic moment of a vowel
 
     def __init__(self, detector: SpeechProbability) -> None:
         self._detector = detector
+        self._flatness: deque[float] = deque(maxlen=self.TONAL_WINDOWS)
         self.speech = False
+        self.tonal = False
 
     def frame(self, pcm16: bytes) -> bool:
-        for probability in self._detector.push(pcm16):
-            if probability >= self.SPEECH_FROM:
+        for window in self._detector.push(pcm16):
+            if window.speech_probability >= self.SPEECH_FROM:
                 self.speech = True
-            elif probability < self.SPEECH_UNTIL:
+            elif window.speech_probability < self.SPEECH_UNTIL:
                 self.speech = False
-        return self.speech
+            if not np.isnan(window.flatness):  # a gap between tones says nothing of them
+                self._flatness.append(window.flatness)
+                self.tonal = float(np.median(self._flatness)) < self.TONAL_FLATNESS
+        return self.speech or not self.tonal
 
 
 class VoiceActivity:

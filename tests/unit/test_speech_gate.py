@@ -1,6 +1,6 @@
-"""--speech-detector silero: music, tones and noise never open an utterance, speech over music ends on time,
-and speech alone is kept. The real Silero model from the faster-whisper wheel, on synthesised non-speech
-(bench/nonspeech_audio.py) and the fixtures' real speech."""
+"""--speech-detector silero: music and tones never open an utterance, speech over music ends on time, and
+speech alone is kept, a hoarse voice at 8 kHz included. The real Silero model from the faster-whisper wheel,
+on synthesised non-speech (bench/nonspeech_audio.py) and the fixtures' real speech."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.nonspeech_audio import KINDS, at_level, synthesize, to_pcm16
-from bench.wer import client_audio
+from bench.wer import WER_CORPUS, client_audio, load_corpus
 from service.audio.decode import Encoding
 from service.audio.pipeline import AudioPipeline, EngineChunk, PipelineOutput
 from service.audio.speech_model import SpeechModel, SpeechModelError, SpeechProbability, model_path, shared_model
@@ -19,6 +19,8 @@ from service.audio.vad import SpeechBoundary
 from tests.helpers import read_wav_pcm
 
 SILENCE_MS = 800
+NOISE = ("white_noise", "pink_noise")  # left to webrtcvad and the engine: a hoarse voice looks like noise
+TONAL = sorted(set(KINDS) - set(NOISE))
 SPEECH = "librivox_amiable_woman.wav"
 
 
@@ -54,20 +56,20 @@ def test_the_model_is_the_pinned_file_and_another_is_refused_by_name(tmp_path: P
 
 def test_audio_in_pieces_of_any_size_gets_the_same_probabilities() -> None:
     pcm = read_wav_pcm(SPEECH)[0][: 16000 * 2 * 3]
-    whole = SpeechProbability(shared_model()).push(pcm)
+    whole = [w.speech_probability for w in SpeechProbability(shared_model()).push(pcm)]
     pieces, detector, i = [], SpeechProbability(shared_model()), 0
     for size in [2, 640, 1022, 3200, 18] * 100:
-        pieces += detector.push(pcm[i : i + size])
+        pieces += [w.speech_probability for w in detector.push(pcm[i : i + size])]
         i += size
-    pieces += detector.push(pcm[i:])
+    pieces += [w.speech_probability for w in detector.push(pcm[i:])]
     assert len(whole) == len(pcm) // 2 // 512
     assert np.allclose(pieces, whole, atol=1e-4)
     assert max(whole) > 0.9  # a voice
 
 
 @pytest.mark.parametrize("encoding", ["linear16", "mulaw"])
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_music_tones_and_noise_never_open_an_utterance(kind: str, encoding: str) -> None:
+@pytest.mark.parametrize("kind", TONAL)
+def test_music_and_tones_never_open_an_utterance(kind: str, encoding: str) -> None:
     data, rate = client_audio(to_pcm16(synthesize(kind, 20.0, seed=3)), encoding)
     out = run(data, "silero", encoding, rate)
     assert boundaries(out) == [] and speech_ms(out) == 0
@@ -100,3 +102,12 @@ def test_speech_alone_is_kept(clip: str) -> None:
     alone, gated = run(pcm, "webrtcvad"), run(pcm, "silero")
     assert speech_ms(gated) >= 0.8 * speech_ms(alone)
     assert len(boundaries(gated)) == len(boundaries(alone))
+
+
+@pytest.mark.parametrize("encoding", ["linear16", "mulaw"])
+def test_a_hoarse_voice_the_network_misses_is_kept(encoding: str) -> None:
+    # Silero scores this speaker below 0.15 as 8 kHz mu-law; the audio is not tonal, so it stays speech.
+    clip = next(c for c in load_corpus(WER_CORPUS) if c.file == "mfa_cold_corpus_a.wav")
+    data, rate = client_audio(clip.pcm16k, encoding)
+    alone, gated = run(data, "webrtcvad", encoding, rate), run(data, "silero", encoding, rate)
+    assert speech_ms(gated) >= 0.9 * speech_ms(alone)
