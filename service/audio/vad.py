@@ -17,6 +17,7 @@ import webrtcvad
 
 from engine_api.audio import BYTES_PER_MS, SAMPLE_RATE_HZ
 
+from .dtmf import DtmfDetector
 from .speech_model import SpeechProbability
 
 FRAME_MS = 20
@@ -52,6 +53,7 @@ class NeuralGate:
 
     def __init__(self, detector: SpeechProbability) -> None:
         self._detector = detector
+        self._dtmf = DtmfDetector()  # a keypad's tone is never speech (its digits: issue 45, not reported yet)
         self._flatness: deque[float] = deque(maxlen=self.TONAL_WINDOWS)
         self.speech = False
         self.tonal = False
@@ -65,7 +67,8 @@ class NeuralGate:
             if not np.isnan(window.flatness):  # a gap between tones says nothing of them
                 self._flatness.append(window.flatness)
                 self.tonal = float(np.median(self._flatness)) < self.TONAL_FLATNESS
-        return self.speech or not self.tonal
+        self._dtmf.frame(pcm16)
+        return (self.speech or not self.tonal) and not self._dtmf.in_tone
 
 
 class VoiceActivity:
