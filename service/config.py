@@ -100,8 +100,8 @@ HELP = {
     "max_endpointing_silence_ms": "largest endpointing silence a client may ask for",
     "vad_aggressiveness": "webrtcvad aggressiveness 0..3",
     "speech_detector": "what decides that audio is speech: webrtcvad alone (fast; music passes as speech), or "
-    "silero: webrtcvad, then the Silero VAD network from the faster-whisper wheel, which music, tones and "
-    "noise do not pass (service/audio/speech_model.py)",
+    "silero: webrtcvad, vetoed where the Silero VAD network hears no speech and the audio is tonal or a DTMF "
+    "key, so music and tones do not pass (docs/operating.md)",
     "max_session_duration_s": "audio seconds after which a session ends (0: unbounded)",
     "idle_timeout_s": "default seconds without a client message before a session ends",
     "max_idle_timeout_s": "largest idle timeout a client may ask for",

@@ -1,4 +1,4 @@
-"""Silero VAD v6, the neural speech detector that music, tones and noise do not fool (webrtcvad's energy and
+"""Silero VAD v6, the neural speech detector that music and tones do not fool (webrtcvad's energy and
 spectrum gate calls sustained music speech).
 
 Runs in the service process: one ONNX Runtime session per process, shared by every stream; each stream
