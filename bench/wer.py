@@ -41,7 +41,7 @@ import time
 import wave
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -362,10 +362,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=WATCHDOG_S,
         help="final-flush and freeze timeouts of the server it starts (0: the server's defaults)",
     )
+    parser.add_argument(
+        "--lead-ms",
+        type=int,
+        default=0,
+        help="silence put before every clip: a decode depends on where its audio starts, so a change that moves "
+        "an utterance's start is judged over several leads, not one",
+    )
     parser.add_argument("--check", action="store_true", help=f"exit 1 if through > direct + {MAX_EXCESS}")
     parser.add_argument("--out", type=Path, help="JSON report (default: none)")
     args = parser.parse_args(argv)
-    clips = load_corpus(*args.corpus)
+    lead = bytes(args.lead_ms * BYTES_PER_MS)
+    clips = [replace(c, pcm16k=lead + c.pcm16k) for c in load_corpus(*args.corpus)]
     encodings, chunks = args.encodings.split(","), [int(c) for c in args.chunks.split(",")]
     proc, target = (None, args.server) if args.server else start_server(args.engine, args.watchdog_s)
     try:
@@ -390,6 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "corpus": corpus,
                     "clips": len(clips),
                     "rotate": args.rotate,
+                    "lead_ms": args.lead_ms,
                     "rows": [{**asdict(r), "wer": r.wer} for r in rows],
                     "texts": texts,
                 },

@@ -8,6 +8,7 @@ from enum import Enum
 from engine_api.info import InterimStability, PositionMode
 from engine_api.phrases import PhraseHint, PhraseHintSupport
 
+from .audio.nonspeech import Sound
 from .transcript import Result
 
 
@@ -71,6 +72,16 @@ class SpeechEvent:
 
 
 @dataclass(frozen=True)
+class SoundEvent:
+    """What the audio carried instead of speech (music, a DTMF digit), for a client that asked."""
+
+    sound: Sound
+    offset_ms: int
+    digit: str = ""  # DTMF's key
+    channel: int = 0  # as Result.channel
+
+
+@dataclass(frozen=True)
 class Notice:
     code: str
     message: str
@@ -99,4 +110,4 @@ class FlowReport:
     lag_ms: int
 
 
-SessionOutput = Started | Result | SpeechEvent | Notice | FlowReport | HintsUpdated | Ended
+SessionOutput = Started | Result | SpeechEvent | SoundEvent | Notice | FlowReport | HintsUpdated | Ended

@@ -9,6 +9,7 @@ from engine_api.v1 import engine_pb2
 from voxgate_client.v1 import speech_pb2 as pb
 
 from . import errors, phrase_hints
+from .audio.nonspeech import Sound
 from .capacity import CapacityCounts
 from .events import (
     AudioIn,
@@ -22,6 +23,7 @@ from .events import (
     Notice,
     PhraseHintsIn,
     SessionOutput,
+    SoundEvent,
     SpeechEvent,
     Started,
 )
@@ -36,6 +38,12 @@ END_REASONS = {
     EndReason.ENGINE_LOST: pb.SESSION_END_REASON_ENGINE_LOST,
     EndReason.ERROR: pb.SESSION_END_REASON_ERROR,
     EndReason.CLIENT_GONE: pb.SESSION_END_REASON_CLIENT_GONE,
+}
+
+SOUNDS = {
+    Sound.MUSIC_STARTED: pb.SPEECH_EVENT_TYPE_MUSIC_STARTED,
+    Sound.MUSIC_ENDED: pb.SPEECH_EVENT_TYPE_MUSIC_ENDED,
+    Sound.DTMF: pb.SPEECH_EVENT_TYPE_DTMF,
 }
 
 
@@ -137,6 +145,7 @@ def effective_config(cfg: SessionConfig) -> pb.StreamingConfig:
             enabled=cfg.flow_status_interval_s > 0, interval_ms=round(cfg.flow_status_interval_s * 1000)
         ),
         phrase_hints=phrase_hints.to_proto(cfg.phrase_hints),
+        non_speech_events=cfg.non_speech_events,
     )
 
 
@@ -213,6 +222,11 @@ def response(out: SessionOutput, seq: int, cfg: SessionConfig, max_audio_bytes: 
         return pb.StreamingRecognizeResponse(
             seq=seq, speech_event=pb.SpeechEvent(type=kind, offset=duration_ms(out.offset_ms), channel=out.channel)
         )
+    if isinstance(out, SoundEvent):
+        event = pb.SpeechEvent(
+            type=SOUNDS[out.sound], offset=duration_ms(out.offset_ms), channel=out.channel, digit=out.digit
+        )
+        return pb.StreamingRecognizeResponse(seq=seq, speech_event=event)
     if isinstance(out, Notice):
         return pb.StreamingRecognizeResponse(seq=seq, warning=pb.Warning(code=out.code, message=out.message))
     if isinstance(out, FlowReport):

@@ -72,6 +72,7 @@ class SessionConfig:
     channels: int = 1  # interleaved in the client's audio
     channel_mode: ChannelMode = ChannelMode.SEPARATE  # meaningful when channels > 1
     phrase_hints: tuple[PhraseHint, ...] = ()  # each with its boost resolved
+    non_speech_events: bool = False  # music and DTMF reported as speech events
 
     @property
     def slots(self) -> int:
@@ -151,4 +152,5 @@ def validate(msg: pb.StreamingConfig, server: Config, languages: tuple[str, ...]
         channels=max(msg.audio_channel_count, 1),
         channel_mode=CHANNEL_MODES[msg.channel_mode],
         phrase_hints=phrase_hints.from_proto(msg.phrase_hints),
+        non_speech_events=msg.non_speech_events,
     )

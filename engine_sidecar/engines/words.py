@@ -3,6 +3,7 @@ utterance's final hypothesis ends it (deltas that extend what was said, or one R
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +15,11 @@ class Word:
     text: str
     start_ms: int
     end_ms: int
+
+
+def word_key(text: str) -> str:
+    """A word as two decodes must agree on it: without case or punctuation."""
+    return re.sub(r"[^\w']", "", text.lower())
 
 
 def delta(w: Word) -> Delta:

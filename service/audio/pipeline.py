@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from engine_api.audio import CHUNK_MS, SAMPLE_RATE_HZ
 
 from .decode import Encoding, decode
+from .nonspeech import NonSpeech
 from .resample import StreamResampler
 from .speech_model import SpeechProbability, shared_model
 from .vad import FRAME_BYTES, FRAME_MS, NeuralGate, SpeechBoundary, VoiceActivity
@@ -23,7 +24,7 @@ class EngineChunk:
     speech: bool
 
 
-PipelineOutput = EngineChunk | SpeechBoundary
+PipelineOutput = EngineChunk | SpeechBoundary | NonSpeech
 
 
 class AudioPipeline:
@@ -34,14 +35,20 @@ class AudioPipeline:
         vad_aggressiveness: int,
         silence_ms: int,
         speech_detector: str = "webrtcvad",
+        report_non_speech: bool = False,
     ) -> None:
+        """speech_detector "silero": the neural gate decides what is speech with webrtcvad; report_non_speech:
+        what it hears instead (music, DTMF) comes out as NonSpeech, whichever detector decides."""
         self._encoding = encoding
         self._resampler = StreamResampler(sample_rate_hz)
         # LINEAR16 at the engine rate on a little-endian host is already the engine's PCM: taken as it is,
         # without a numpy round trip (decode, the resampler's pass-through, tobytes) per message.
         self._as_is = encoding is Encoding.LINEAR16 and sample_rate_hz == SAMPLE_RATE_HZ and sys.byteorder == "little"
-        gate = NeuralGate(SpeechProbability(shared_model())) if speech_detector == "silero" else None
-        self._vad = VoiceActivity(vad_aggressiveness, silence_ms, gate)
+        self._gating = speech_detector == "silero"
+        self._reporting = report_non_speech
+        wanted = self._gating or report_non_speech
+        self._gate = NeuralGate(SpeechProbability(shared_model())) if wanted else None
+        self._vad = VoiceActivity(vad_aggressiveness, silence_ms, gated=self._gating)
         self._pending = b""  # resampled audio not yet a whole VAD frame
         self._chunk: list[bytes] = []
         self._chunk_speech = False
@@ -73,7 +80,16 @@ class AudioPipeline:
         boundary = self._vad.finish()
         if boundary is not None:
             out.append(boundary)
+        if self._gate is not None:
+            self._gate.finish()
+            out += self._heard()
         return out
+
+    def _heard(self) -> list[PipelineOutput]:
+        """The gate's non-speech since the last call, if the client asked for it."""
+        assert self._gate is not None
+        heard, self._gate.heard = self._gate.heard, []
+        return list(heard) if self._reporting else []
 
     def _frames(self, pcm: bytes) -> list[PipelineOutput]:
         out: list[PipelineOutput] = []
@@ -82,7 +98,10 @@ class AudioPipeline:
         self._pending = data[whole:] if whole < len(data) else b""
         for i in range(0, whole, FRAME_BYTES):
             frame = data[i : i + FRAME_BYTES]
-            boundary = self._vad.frame(frame)
+            allowed = self._gate.frame(frame) if self._gate is not None else True
+            boundary = self._vad.frame(frame, allowed or not self._gating)
+            if self._gate is not None and self._gate.heard:
+                out += self._heard()
             self._chunk.append(frame)
             # Voiced frames inside speech: the silence before an endpoint is not speech.
             self._chunk_speech = self._chunk_speech or (self._vad.in_speech and self._vad.last_voiced)

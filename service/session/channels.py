@@ -29,7 +29,18 @@ from ..audio.channels import ChannelSplit
 from ..audio.decode import InvalidAudio
 from ..clock import Clock
 from ..config import Config
-from ..events import AudioIn, ClientInput, Ended, EndReason, FlowReport, HintsUpdated, Notice, SpeechEvent, Started
+from ..events import (
+    AudioIn,
+    ClientInput,
+    Ended,
+    EndReason,
+    FlowReport,
+    HintsUpdated,
+    Notice,
+    SoundEvent,
+    SpeechEvent,
+    Started,
+)
 from ..session_config import ChannelMode, SessionConfig
 from ..transcript import Result
 from .core import Session
@@ -255,7 +266,7 @@ class ChannelSessions:
             if isinstance(item, Ended):
                 self._channel_ended(k, child, item)
                 continue
-            if isinstance(item, (Result, SpeechEvent)):
+            if isinstance(item, (Result, SpeechEvent, SoundEvent)):
                 item = replace(item, channel=tag)
             elif isinstance(item, FlowReport):  # only the first channel reports (one clock); in the client's bytes
                 item = replace(item, acked_audio_bytes=self._split.to_client_bytes(item.acked_audio_bytes))

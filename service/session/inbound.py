@@ -13,10 +13,21 @@ from collections.abc import AsyncIterator, Iterable
 from enum import Enum
 
 from .. import phrase_hints
+from ..audio.nonspeech import NonSpeech
 from ..audio.vad import SpeechBoundary
 from ..clock import Clock
 from ..config import Config
-from ..events import AudioIn, ClientInput, FinalizeIn, HintsUpdated, KeepAliveIn, Notice, PhraseHintsIn, SpeechEvent
+from ..events import (
+    AudioIn,
+    ClientInput,
+    FinalizeIn,
+    HintsUpdated,
+    KeepAliveIn,
+    Notice,
+    PhraseHintsIn,
+    SoundEvent,
+    SpeechEvent,
+)
 from ..session_config import SessionConfig
 from .engine_inputs import Close, EngineQueue, Flush, SetHints
 from .intake import AudioIntake, Chunk
@@ -51,7 +62,7 @@ class Inbound:
         self._stats = stats
         self._timers = timers
         self._flush_marker = 0
-        self._unqueued: deque[Chunk | SpeechBoundary | Flush | SetHints | Close] = deque()  # see _forward
+        self._unqueued: deque[Chunk | SpeechBoundary | NonSpeech | Flush | SetHints | Close] = deque()  # see _forward
         self._forwarding = asyncio.Lock()
         self._stopped = False
         self._at_endpoint = False  # stop once the utterance in progress has ended (a drain)
@@ -131,7 +142,7 @@ class Inbound:
         """The end of input: the intake's last audio, then Close."""
         await self._forward([*self.intake.finish(self._clock.monotonic()), Close()])
 
-    async def _forward(self, outputs: Iterable[Chunk | SpeechBoundary | Flush | SetHints | Close]) -> None:
+    async def _forward(self, outputs: Iterable[Chunk | SpeechBoundary | NonSpeech | Flush | SetHints | Close]) -> None:
         """Hand intake outputs to the engine queue, in order.
 
         Each waits in _unqueued until it is in the queue: the intake has already counted its audio as
@@ -144,7 +155,7 @@ class Inbound:
         async with self._forwarding:  # one forwarder at a time, or the head of _unqueued could go twice
             while not self._forward_now():  # the queue is full: the client waits for the engine
                 head = self._unqueued[0]
-                assert not isinstance(head, SpeechBoundary)  # _forward_now turned it into a Flush or dropped it
+                assert not isinstance(head, SpeechBoundary | NonSpeech)  # _forward_now logged or turned it
                 self._timers.held_back(True)  # that is not idleness
                 try:
                     await self._queue.put(head)
@@ -157,6 +168,10 @@ class Inbound:
         can interleave); True when _unqueued is empty. Called only by the one forwarder (or none) at work."""
         while self._unqueued:
             item = self._unqueued[0]
+            if isinstance(item, NonSpeech):
+                self._log.append(SoundEvent(item.sound, item.offset_ms, item.digit))
+                self._unqueued.popleft()
+                continue
             if isinstance(item, SpeechBoundary):
                 self._log.append(SpeechEvent(item.started, item.offset_ms))
                 if item.started:

@@ -10,6 +10,7 @@ from engine_api.audio import BYTES_PER_MS
 
 from .. import errors
 from ..audio.decode import InvalidAudio
+from ..audio.nonspeech import NonSpeech
 from ..audio.pipeline import AudioPipeline, EngineChunk, PipelineOutput
 from ..audio.vad import SpeechBoundary
 from ..config import Config
@@ -40,6 +41,7 @@ class AudioIntake:
             server.vad_aggressiveness,
             cfg.endpointing_silence_ms,
             server.speech_detector,
+            cfg.non_speech_events,
         )
         self._bytes_per_sample = cfg.encoding.bytes_per_sample
         # A positive cap shorter than one sample is a cap of zero bytes, not "unbounded".
@@ -83,7 +85,7 @@ class AudioIntake:
     def in_speech(self) -> bool:
         return self._pipeline.in_speech
 
-    def push(self, data: bytes, now: float) -> tuple[list[Chunk | SpeechBoundary], bool]:
+    def push(self, data: bytes, now: float) -> tuple[list[Chunk | SpeechBoundary | NonSpeech], bool]:
         """Accept one audio message; returns engine inputs and whether the duration cap was reached."""
         if len(data) > self._limit:
             raise errors.StreamError(
@@ -110,19 +112,19 @@ class AudioIntake:
         self.bytes_in += len(data)
         return self._stamp(outputs, now), at_cap
 
-    def cut(self, now: float) -> list[Chunk | SpeechBoundary]:
+    def cut(self, now: float) -> list[Chunk | SpeechBoundary | NonSpeech]:
         return self._stamp(self._pipeline.cut(), now)
 
-    def finish(self, now: float) -> list[Chunk | SpeechBoundary]:
+    def finish(self, now: float) -> list[Chunk | SpeechBoundary | NonSpeech]:
         return self._stamp(self._pipeline.finish(), now)
 
-    def _stamp(self, outputs: list[PipelineOutput], now: float) -> list[Chunk | SpeechBoundary]:
-        stamped: list[Chunk | SpeechBoundary] = []
+    def _stamp(self, outputs: list[PipelineOutput], now: float) -> list[Chunk | SpeechBoundary | NonSpeech]:
+        stamped: list[Chunk | SpeechBoundary | NonSpeech] = []
         for out in outputs:
             if isinstance(out, EngineChunk):
                 chunk = Chunk(out.pcm16, out.speech, self.produced_ms, now)
                 self.produced_ms = chunk.end_ms
                 stamped.append(chunk)
-            elif isinstance(out, SpeechBoundary):
+            else:
                 stamped.append(out)
         return stamped

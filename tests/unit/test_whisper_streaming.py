@@ -4,6 +4,7 @@ decode, segments of long utterances, the decode queue's order, and no decode of 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +14,7 @@ from engine_api.outputs import Closed, Delta, EngineOutput, Flushed, Progress, R
 from engine_api.phrases import PhraseHint
 from engine_sidecar.engines.engine import EngineCounters
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
-from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder, join_punctuation
+from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder, join_punctuation, without_loops
 from engine_sidecar.engines.whisper.engine import SEGMENT_MS, WhisperSession, word_key
 from engine_sidecar.engines.whisper.hints import choose, gained, phrases, says
 from engine_sidecar.engines.words import Word, agreed_prefix
@@ -189,6 +190,36 @@ async def test_the_queue_reports_its_lag_on_the_injected_clock() -> None:
     await queue.stop()
 
 
+async def test_a_long_decode_in_progress_is_not_lag_while_a_worker_is_free() -> None:
+    # Issue 45: one hold-music session's long final decode made the engine refuse every new session.
+    # Admission asks lag_s: only a job that waits for a worker counts; the running decode shows in busy_s.
+    now = [0.0]
+    release = threading.Event()
+
+    class Slow:
+        def decode(self, pcm16: bytes, offset_ms: int, prompt: str = "", language: str = "en") -> Hypothesis:
+            release.wait(10)
+            return Hypothesis(())
+
+    queue = DecodeQueue(Slow(), workers=2, clock=lambda: now[0])  # type: ignore[arg-type]
+    queue.start()
+    long = asyncio.ensure_future(queue.interim(object(), DecodeRequest(b"", 0)))
+    while not queue.busy_s() and not long.done():
+        now[0] += 1.0
+        await asyncio.sleep(0.01)
+    now[0] += 20.0
+    assert queue.busy_s() > 20.0 and queue.lag_s() == 0.0, "one worker busy, one free: no lag"
+    second = asyncio.ensure_future(queue.interim(object(), DecodeRequest(b"", 1)))
+    third = asyncio.ensure_future(queue.interim(object(), DecodeRequest(b"", 2)))
+    await asyncio.sleep(0.05)
+    now[0] += 4.0
+    assert queue.lag_s() == pytest.approx(4.0), "both workers busy: the waiting job's wait is lag"
+    release.set()
+    await asyncio.gather(long, second, third)
+    assert queue.lag_s() == 0.0
+    await queue.stop()
+
+
 async def test_phrase_hints_go_to_the_final_decodes_the_strongest_first() -> None:
     decoder = ScriptedDecoder(script(10))
     hints = (PhraseHint("Ozempic", 5), PhraseHint("avoid me", -5), PhraseHint("Siobhan Kowalczyk", 15))
@@ -247,3 +278,16 @@ def test_a_transcription_goes_on_where_a_decode_ended_early() -> None:
     assert heard == [w.text for w in words if w.end_ms <= 10_000][: len(heard)] and len(heard) >= 20
     assert decoder.calls[1][2] == "before w0 w1 w2 w3"
     assert decoder.calls[1][0] == words[3].end_ms
+
+
+def test_a_decode_that_loops_on_its_own_text_is_cut() -> None:
+    def words(text: str) -> list[Word]:
+        return [Word(t, i * 300, i * 300 + 200) for i, t in enumerate(text.split())]
+
+    sentence = "The end of the video is on the right side of the video."
+    twice = words(f"{sentence} {sentence}")
+    assert [w.text for w in without_loops(twice, "")] == sentence.split(), "kept once"
+    assert without_loops(words("end of the video."), f"{sentence} The end of the video") == [], "the prompt again"
+    real = words("no, no, I said the second one, not the first one")
+    assert without_loops(real, "which one") == real
+    assert without_loops(words("the video"), sentence) == words("the video"), "two words may be said again"

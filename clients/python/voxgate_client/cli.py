@@ -121,6 +121,11 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-interim", action="store_true", help="final results only")
     parser.add_argument(
+        "--non-speech",
+        action="store_true",
+        help="report music (started, ended) and DTMF digits the audio carries instead of speech",
+    )
+    parser.add_argument(
         "--channels",
         choices=("separate", "mix"),
         help="a multichannel WAV: send its channels and have each recognized on its own "
@@ -215,6 +220,14 @@ def _channel(fields: dict[str, Any]) -> str:
     return f"[ch{fields['channel']}] " if fields.get("channel") else ""
 
 
+# The non-speech events as the text output says them (--non-speech).
+NON_SPEECH = {
+    "music_started": "music started",
+    "music_ended": "music ended",
+    "dtmf": "DTMF {digit}",
+}
+
+
 class _Printer:
     """Renders responses: JSON lines, a live line on a terminal, or finals only."""
 
@@ -244,6 +257,10 @@ class _Printer:
             line = _channel(fields) + fields["text"].strip()
             self._out.write("\r\x1b[K" + line[-width:])  # tail: no wrapping
             self._pending = True
+        elif kind == "speech_event" and fields["event"] in NON_SPEECH:
+            self._clear()
+            said = NON_SPEECH[fields["event"]].format(digit=fields.get("digit", ""))
+            self._out.write(f"{_channel(fields)}[{fields['offset_s']:.2f}s] ({said})\n")
         elif kind == "warning":
             self._note(f"warning: {fields['code']}: {fields['message']}")
         elif kind == "ended" and fields["reason"] != "client_end":
@@ -298,6 +315,7 @@ def _stream(
         channels=source.channels,
         channel_mode="downmix" if args.channels == "mix" else "separate",
         phrases=args.phrases,
+        non_speech_events=args.non_speech,
     )
     pace = None if args.no_pace else args.speed
     with SpeechClient(

@@ -123,6 +123,8 @@ class StreamConfig:
     channel_mode: str = "separate"
     # Words to favour (names, products, jargon); the server checks them against its limits.
     phrases: tuple[Phrase, ...] = ()
+    # Music and DTMF digits reported as speech events (music_started, music_ended, dtmf).
+    non_speech_events: bool = False
 
     def __post_init__(self) -> None:
         # Accept 'MULAW' etc. but store the canonical name (frozen: bypass setattr).
@@ -167,6 +169,7 @@ class StreamConfig:
             endpointing=speech_pb2.EndpointingConfig(silence_ms=self.endpointing_silence_ms),
             limits=limits,
             phrase_hints=_phrase_hints(self.phrases),
+            non_speech_events=self.non_speech_events,
         )
 
 

@@ -172,6 +172,8 @@ def _speech_event(m: speech_pb2.SpeechEvent) -> dict[str, Any]:
         "event": _enum_name(speech_pb2.SpeechEventType, m.type, "SPEECH_EVENT_TYPE_"),
         "offset_s": duration_s(m.offset),
     }
+    if m.digit:
+        out["digit"] = m.digit
     if m.channel:
         out["channel"] = m.channel
     return out

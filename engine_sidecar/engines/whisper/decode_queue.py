@@ -79,10 +79,11 @@ class DecodeQueue:
                     job.done.set_result(None)
 
     def lag_s(self) -> float:
-        """How long the oldest job has waited, or the decode in progress has run: 0 when idle."""
+        """How long the oldest job not yet started has waited: 0 while every job has a worker. A long decode
+        in progress is not lag: it is one session's work on one worker, and the other workers still serve
+        (admission asks this, so one session's long decodes never refuse new ones while workers are free)."""
         now = self._clock()
-        waits = [now - j.queued_at for j in (*self._finals, *self._interims)]
-        return max(waits, default=self.busy_s())
+        return max((now - j.queued_at for j in (*self._finals, *self._interims)), default=0.0)
 
     def busy_s(self) -> float:
         """How long the oldest decode in progress has run (0 when idle): a hung decoder shows here."""

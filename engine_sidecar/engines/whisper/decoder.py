@@ -21,15 +21,19 @@ import numpy as np
 from engine_api.audio import BYTES_PER_MS
 from engine_sidecar.engines.engine import EngineStartError
 from engine_sidecar.engines.whisper import hints
-from engine_sidecar.engines.words import Word
+from engine_sidecar.engines.words import Word, word_key
 
 SAMPLE_RATE = 16000
 FRAMES_PER_S = 100  # Whisper's log-mel frames
 WINDOW_FRAMES = 30 * FRAMES_PER_S  # the encoder's longest input
 PAD_S = 10
-# A decode that Whisper itself says is not speech is dropped (faster-whisper's rule).
+# A decode that Whisper itself says is not speech is dropped (faster-whisper's rule)...
 NO_SPEECH_PROB = 0.6
 NO_SPEECH_LOGPROB = -1.0
+# ... and so is one it is far from sure of, whatever its no-speech token says: music and tones decode to a
+# word or two ("you", "So") at -2.3 to -5.3 per token; whole clips of real speech, 16 kHz and μ-law, at -1.0
+# and above (docs/operating.md, "What counts as speech").
+GUESS_LOGPROB = -2.0
 # Tokens per second of audio a decode may emit (fast speech is ~4), so a repetition loop ends early.
 TOKENS_PER_S = 8
 LOOP_COMPRESSION = 2.4
@@ -48,6 +52,9 @@ ForcedScores = Callable[[list[str], str, str], list[float]]
 MAX_WORD_MS = 1500
 CONTINUE_AFTER_MS = 2000  # audio left after a decode's last word that is decoded again
 MIN_PART_MS = 1000  # each further decode must cover this much more, or the transcription ends
+# A stretch of this many words or more said twice in a row is Whisper looping, not a speaker repeating
+# himself ("no, no" is two words; a loop repeats a whole sentence it invented).
+MIN_LOOP_WORDS = 6
 # Punctuation Whisper's word splitter leaves on its own: joined to the word before it.
 TRAILING_PUNCTUATION = frozenset(".,!?:;%)]}\"'\u3002\uff0c\uff01\uff1f\u3001")
 
@@ -64,6 +71,27 @@ def pcm16_to_float(pcm16: bytes) -> np.ndarray:
 def loops(text: str) -> bool:
     data = text.encode()
     return len(data) > 12 and len(data) / len(zlib.compress(data)) > LOOP_COMPRESSION
+
+
+def not_speech(no_speech_prob: float, mean_logprob: float) -> bool:
+    """Whisper's own evidence that a decode heard no speech: its no-speech token and its text's mean
+    log-probability per token."""
+    return (no_speech_prob > NO_SPEECH_PROB and mean_logprob < NO_SPEECH_LOGPROB) or mean_logprob < GUESS_LOGPROB
+
+
+def without_loops(part: list[Word], before: str) -> list[Word]:
+    """A decode's words, cut where Whisper loops on its own text: a part that only says again the last words
+    before it (the prompt it was given) is dropped, and a stretch of MIN_LOOP_WORDS or more said twice in a
+    row is kept once. Music decoded with its invented text as the prompt does both (issue 45)."""
+    keys = [word_key(w.text) for w in part]
+    said = [word_key(t) for t in before.split()]
+    if len(keys) >= 3 and said[-len(keys) :] == keys:
+        return []
+    for start in range(len(keys)):
+        for n in range(MIN_LOOP_WORDS, (len(keys) - start) // 2 + 1):
+            if keys[start : start + n] == keys[start + n : start + 2 * n]:
+                return part[: start + n]
+    return part
 
 
 def join_punctuation(words: list[Word]) -> list[Word]:
@@ -147,7 +175,7 @@ class WhisperDecoder:
             text_tokens = [t for t in result.sequences_ids[0] if t < eot]
             if not loops(tokenizer.decode(text_tokens)):  # type: ignore[attr-defined]
                 break
-        if not text_tokens or (result.no_speech_prob > NO_SPEECH_PROB and result.scores[0] < NO_SPEECH_LOGPROB):
+        if not text_tokens or not_speech(result.no_speech_prob, result.scores[0]):
             return Hypothesis(())
         aligned = self._model.find_alignment(tokenizer, [text_tokens], encoded, frames)[0]
         words = []
@@ -258,9 +286,12 @@ class WhisperDecoder:
         while True:
             text = " ".join([prompt, *(w.text for w in words)]).strip()
             rest = pcm16[start_ms * BYTES_PER_MS :]
-            part = self.decode(rest, offset_ms + start_ms, text, language, hotwords, beam_size).words
+            decoded = self.decode(rest, offset_ms + start_ms, text, language, hotwords, beam_size).words
+            part = without_loops(list(decoded), text)
             if not part:
                 return Hypothesis(tuple(words))
+            if len(part) < len(decoded):
+                return Hypothesis(tuple(words + part))  # the rest of the audio is what it looped on
             words += part
             covered_ms = part[-1].end_ms - offset_ms
             if audio_ms - covered_ms < CONTINUE_AFTER_MS or covered_ms < start_ms + MIN_PART_MS:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Callable
 
 from engine_api.audio import BYTES_PER_MS
@@ -28,7 +27,7 @@ from engine_sidecar.engines.whisper import hints
 from engine_sidecar.engines.whisper.decode_queue import DecodeQueue, DecodeRequest
 from engine_sidecar.engines.whisper.decoder import Hypothesis, WhisperDecoder
 from engine_sidecar.engines.whisper.model import check, source_for
-from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outputs, texts
+from engine_sidecar.engines.words import Word, agreed_prefix, delta, final_outputs, texts, word_key
 
 # A word is sent once two decodes agree on it: about 1.5 cadences after it is spoken. Under load each stream's
 # interims come less often by themselves (one waits per stream), so the cadence is a floor, not a promise.
@@ -47,11 +46,6 @@ ADMISSION_LAG_S = WHISPER_ADMISSION_LAG.value / 1000
 # A decode that runs this long is a hung decoder: the sessions stop reporting Progress, so the service's
 # freeze watchdog can move them.
 STALLED_DECODE_S = 30.0
-
-
-def word_key(text: str) -> str:
-    """What two decodes must agree on: the word without case or punctuation."""
-    return re.sub(r"[^\w']", "", text.lower())
 
 
 def cpu_threads() -> int:

@@ -196,12 +196,28 @@ class _SpeechEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Speec
     SPEECH_EVENT_TYPE_UNSPECIFIED: _SpeechEventType.ValueType  # 0
     SPEECH_EVENT_TYPE_SPEECH_STARTED: _SpeechEventType.ValueType  # 1
     SPEECH_EVENT_TYPE_SPEECH_ENDED: _SpeechEventType.ValueType  # 2
+    SPEECH_EVENT_TYPE_MUSIC_STARTED: _SpeechEventType.ValueType  # 3
+    """Music (or another tonal sound that is not speech: ringback, a steady tone) began to play at
+    `offset`, and went on for a second. Only with StreamingConfig.non_speech_events.
+    """
+    SPEECH_EVENT_TYPE_MUSIC_ENDED: _SpeechEventType.ValueType  # 4
+    """The music stopped at `offset` (1.5 s without it: silence, noise, or a voice over it)."""
+    SPEECH_EVENT_TYPE_DTMF: _SpeechEventType.ValueType  # 5
+    """A keypad's DTMF tone began at `offset`; `digit` says which key. Only with non_speech_events."""
 
 class SpeechEventType(_SpeechEventType, metaclass=_SpeechEventTypeEnumTypeWrapper): ...
 
 SPEECH_EVENT_TYPE_UNSPECIFIED: SpeechEventType.ValueType  # 0
 SPEECH_EVENT_TYPE_SPEECH_STARTED: SpeechEventType.ValueType  # 1
 SPEECH_EVENT_TYPE_SPEECH_ENDED: SpeechEventType.ValueType  # 2
+SPEECH_EVENT_TYPE_MUSIC_STARTED: SpeechEventType.ValueType  # 3
+"""Music (or another tonal sound that is not speech: ringback, a steady tone) began to play at
+`offset`, and went on for a second. Only with StreamingConfig.non_speech_events.
+"""
+SPEECH_EVENT_TYPE_MUSIC_ENDED: SpeechEventType.ValueType  # 4
+"""The music stopped at `offset` (1.5 s without it: silence, noise, or a voice over it)."""
+SPEECH_EVENT_TYPE_DTMF: SpeechEventType.ValueType  # 5
+"""A keypad's DTMF tone began at `offset`; `digit` says which key. Only with non_speech_events."""
 Global___SpeechEventType: _TypeAlias = SpeechEventType  # noqa: Y015
 
 class _SessionEndReason:
@@ -406,6 +422,7 @@ class StreamingConfig(_message.Message):
     FLOW_STATUS_FIELD_NUMBER: _builtins.int
     CHANNEL_MODE_FIELD_NUMBER: _builtins.int
     PHRASE_HINTS_FIELD_NUMBER: _builtins.int
+    NON_SPEECH_EVENTS_FIELD_NUMBER: _builtins.int
     encoding: Global___AudioEncoding.ValueType
     sample_rate_hz: _builtins.int
     """8000 to 48000."""
@@ -432,6 +449,11 @@ class StreamingConfig(_message.Message):
     """
     channel_mode: Global___ChannelMode.ValueType
     """How audio of more than one channel is recognized (ignored for mono)."""
+    non_speech_events: _builtins.bool
+    """Report what the audio carries instead of speech as SpeechEvents: music (MUSIC_STARTED,
+    MUSIC_ENDED) and DTMF digits (DTMF, with the digit). Off: a client written before these
+    event types gets none of them.
+    """
     @_builtins.property
     def endpointing(self) -> Global___EndpointingConfig: ...
     @_builtins.property
@@ -462,10 +484,11 @@ class StreamingConfig(_message.Message):
         flow_status: Global___FlowStatusConfig | None = ...,
         channel_mode: Global___ChannelMode.ValueType = ...,
         phrase_hints: Global___PhraseHints | None = ...,
+        non_speech_events: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["endpointing", b"endpointing", "flow_status", b"flow_status", "limits", b"limits", "phrase_hints", b"phrase_hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "channel_mode", b"channel_mode", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "phrase_hints", b"phrase_hints", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audio_channel_count", b"audio_channel_count", "channel_mode", b"channel_mode", "enable_word_time_offsets", b"enable_word_time_offsets", "encoding", b"encoding", "endpointing", b"endpointing", "flow_status", b"flow_status", "interim_results", b"interim_results", "language_code", b"language_code", "limits", b"limits", "non_speech_events", b"non_speech_events", "phrase_hints", b"phrase_hints", "resume_audio_bytes", b"resume_audio_bytes", "resume_last_seq", b"resume_last_seq", "resume_token", b"resume_token", "sample_rate_hz", b"sample_rate_hz"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -986,12 +1009,15 @@ class SpeechEvent(_message.Message):
     TYPE_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
     CHANNEL_FIELD_NUMBER: _builtins.int
+    DIGIT_FIELD_NUMBER: _builtins.int
     type: Global___SpeechEventType.ValueType
     channel: _builtins.int
     """The audio channel it happened on, as RecognitionResult.channel."""
+    digit: _builtins.str
+    """DTMF only: "0"-"9", "*", "#" or "A"-"D"."""
     @_builtins.property
     def offset(self) -> _duration_pb2.Duration:
-        """Offset of the speech boundary from the start of the session's audio."""
+        """Offset of the boundary (or the tone's start) from the start of the session's audio."""
 
     def __init__(
         self,
@@ -999,10 +1025,11 @@ class SpeechEvent(_message.Message):
         type: Global___SpeechEventType.ValueType = ...,
         offset: _duration_pb2.Duration | None = ...,
         channel: _builtins.int = ...,
+        digit: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["offset", b"offset"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "offset", b"offset", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel", b"channel", "digit", b"digit", "offset", b"offset", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,10 +7,12 @@ export interface SpeechEvent {
   'type'?: (_voxgate_v1_SpeechEventType);
   'offset'?: (_google_protobuf_Duration | null);
   'channel'?: (number);
+  'digit'?: (string);
 }
 
 export interface SpeechEvent__Output {
   'type': (_voxgate_v1_SpeechEventType__Output);
   'offset': (_google_protobuf_Duration__Output | null);
   'channel': (number);
+  'digit': (string);
 }

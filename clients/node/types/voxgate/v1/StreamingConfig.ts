@@ -23,6 +23,7 @@ export interface StreamingConfig {
   'flow_status'?: (_voxgate_v1_FlowStatusConfig | null);
   'channel_mode'?: (_voxgate_v1_ChannelMode);
   'phrase_hints'?: (_voxgate_v1_PhraseHints | null);
+  'non_speech_events'?: (boolean);
 }
 
 export interface StreamingConfig__Output {
@@ -40,4 +41,5 @@ export interface StreamingConfig__Output {
   'flow_status': (_voxgate_v1_FlowStatusConfig__Output | null);
   'channel_mode': (_voxgate_v1_ChannelMode__Output);
   'phrase_hints': (_voxgate_v1_PhraseHints__Output | null);
+  'non_speech_events': (boolean);
 }
