@@ -451,3 +451,34 @@ def hold_stream(channel: grpc.Channel, metadata: Sequence[tuple[str, str]] = (),
                 acked = response
                 break
     return HeldStream(call, first, release, acked)
+
+
+def write_hold_and_keys_wav(path: Path) -> Path:
+    """A mono 16 kHz WAV of a call's non-speech: a sentence, 6 s of hold music (from 3 s), keys 5, 1 and #
+    (at 10.5 s), then the sentence again. What every client prints with --non-speech."""
+    import wave
+
+    from bench.nonspeech_audio import at_level, dtmf_tone, synthesize, to_pcm16
+
+    voice = np.frombuffer(read_wav_pcm("go_forward.wav")[0], dtype="<i2") / 32768
+    audio = np.zeros(16000 * 15)
+    audio[8000 : 8000 + len(voice)] = voice
+    audio[16000 * 3 : 16000 * 9] = synthesize("arpeggio", 6.0, seed=35, dbfs=-20)
+    for k, key in enumerate("51#"):
+        at = 16000 * 21 // 2 + 3200 * k
+        audio[at : at + 1600] = at_level(dtmf_tone(key, 0.1), -20)
+    audio[16000 * 12 : 16000 * 12 + len(voice)] = voice
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(to_pcm16(audio))
+    return path
+
+
+NON_SPEECH_LINE = re.compile(r"^(\[ch\d+\] )?\[\d+\.\d\ds\] \((music started|music ended|DTMF .)\)$")
+
+
+def non_speech_lines(stdout: str) -> list[str]:
+    """The lines a client prints for music and DTMF (--non-speech)."""
+    return [line for line in stdout.splitlines() if NON_SPEECH_LINE.match(line)]

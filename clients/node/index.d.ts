@@ -107,6 +107,8 @@ export interface TranscribeWavOptions extends Omit<StreamOptions, 'bytesPerSecon
   channels?: 'separate' | 'mix';
   /** Phrase hints: names, products, terms to favour. */
   phrases?: { value: string; boost?: number }[];
+  /** Report music (MUSIC_STARTED, MUSIC_ENDED) and DTMF digits as speech events. */
+  nonSpeechEvents?: boolean;
 }
 export function transcribeWav(
   client: SpeechClient,

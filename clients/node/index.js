@@ -240,6 +240,7 @@ function transcribeWav(client, wav, options = {}) {
   };
   if (multichannel) config.channel_mode = options.channels === 'mix' ? 'CHANNEL_MODE_DOWNMIX' : 'CHANNEL_MODE_SEPARATE';
   if (options.phrases && options.phrases.length) config.phrase_hints = { phrases: options.phrases };
+  if (options.nonSpeechEvents) config.non_speech_events = true; // music and DTMF as speech events
   const frame = 2 * config.audio_channel_count;
   const chunkBytes = Math.max(1, Math.floor((sampleRate * chunkMs) / 1000)) * frame;
   const pace = options.pace === undefined ? 1 : options.pace;

@@ -33,7 +33,15 @@ import pytest
 import riva.client
 import soxr
 
-from tests.helpers import FIXTURES, ROOT, ServerProcess, read_wav_pcm, word_error_rate
+from tests.helpers import (
+    FIXTURES,
+    ROOT,
+    ServerProcess,
+    non_speech_lines,
+    read_wav_pcm,
+    word_error_rate,
+    write_hold_and_keys_wav,
+)
 from tests.integration.client_examples import TOOLCHAINS, tail, unavailable
 from voxgate_client.g711 import encode_mulaw
 
@@ -245,6 +253,25 @@ def test_prints_what_the_python_cli_prints(
     proc = _run(cpp_bin / "transcribe", path, fake_server, "--no-pace", *args)
     assert proc.returncode == 0, tail(proc)
     assert proc.stdout == expected.stdout
+
+
+def test_prints_music_and_digits_as_the_python_cli_does(
+    cpp_bin: Path, sphinx_server: ServerProcess, tmp_path: Path
+) -> None:
+    wav = write_hold_and_keys_wav(tmp_path / "hold_and_keys.wav")
+    python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
+    expected = subprocess.run(
+        [*python_cli, str(wav), "--server", sphinx_server.target, "--no-pace", "--non-speech"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    proc = _run(cpp_bin / "transcribe", wav, sphinx_server, "--no-pace", "--non-speech")
+    assert expected.returncode == 0 and proc.returncode == 0, tail(proc)
+    assert len(non_speech_lines(expected.stdout)) == 5, expected.stdout
+    assert non_speech_lines(proc.stdout) == non_speech_lines(expected.stdout)
+    plain = _run(cpp_bin / "transcribe", wav, sphinx_server, "--no-pace")
+    assert non_speech_lines(plain.stdout) == [], "only when asked"
 
 
 def test_rpc_error_exits_1_with_the_status_and_reason(

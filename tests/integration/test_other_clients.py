@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FIXTURES, ROOT, ServerProcess, word_error_rate
+from tests.helpers import FIXTURES, ROOT, ServerProcess, non_speech_lines, word_error_rate, write_hold_and_keys_wav
 from tests.integration.client_examples import (
     BUILD_TIMEOUT_S,
     NODE_DIR,
@@ -95,6 +95,28 @@ def test_example_prints_what_the_python_cli_prints(example: list[str], fake_serv
     proc = _run(example, CLIP, fake_server, "--no-pace")
     assert proc.returncode == 0, tail(proc)
     assert proc.stdout == expected.stdout
+
+
+def test_example_prints_music_and_digits_as_the_python_cli_does(
+    example: list[str], sphinx_server: ServerProcess, tmp_path: Path
+) -> None:
+    wav = write_hold_and_keys_wav(tmp_path / "hold_and_keys.wav")
+    python_cli = [sys.executable, "-c", "import sys; from voxgate_client.cli import main; sys.exit(main())"]
+    for extra in ((), ("--json",)):
+        expected = _run(python_cli, wav, sphinx_server, "--no-pace", "--non-speech", *extra)
+        proc = _run(example, wav, sphinx_server, "--no-pace", "--non-speech", *extra)
+        assert expected.returncode == 0 and proc.returncode == 0, tail(proc)
+        if extra:
+            kinds = ("dtmf", "music_started", "music_ended")
+            lines = map(json.loads, expected.stdout.splitlines())
+            events = [{k: v for k, v in e.items() if k != "seq"} for e in lines if e.get("event") in kinds]
+            assert [e for e in _json_lines(proc) if e["type"] == "speech_event"] == events
+        else:
+            events = non_speech_lines(expected.stdout)
+            assert non_speech_lines(proc.stdout) == events
+        assert len(events) == 5, expected.stdout
+    without = _run(example, wav, sphinx_server, "--no-pace")
+    assert non_speech_lines(without.stdout) == [], "only when asked"
 
 
 def test_rpc_error_exits_nonzero_with_the_reason(

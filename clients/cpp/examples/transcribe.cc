@@ -4,12 +4,16 @@
 //
 //   transcribe FILE [--server HOST:PORT] [--no-pace] [--speed N] [--interim] [--language CODE]
 //                   [--encoding linear16|mulaw|alaw --sample-rate HZ] [--chunk-ms MS] [--no-resume]
+//                   [--non-speech]
 //
 // FILE is a WAV file (16-bit PCM, any channel count, downmixed to mono; or mono mu-law /
 // A-law) or raw audio (then --sample-rate is required; --encoding, default linear16, says
 // what it is). The audio goes at its own rate and encoding (the server resamples) in
 // --chunk-ms pieces (100), paced in real time as a live source would send it, unless
 // --no-pace (as fast as flow control allows) or --speed N (N x real time).
+//
+// --non-speech asks for the music and DTMF digits the audio carries, printed as
+// "[12.80s] (DTMF 5)", "[3.94s] (music started)".
 //
 // Interim results: on a terminal, a live line redrawn as they come; --interim prints each
 // one as a line "(interim) text" instead (for pipes and logs).
@@ -38,7 +42,8 @@ namespace {
 
 const char kUsage[] =
     "usage: transcribe FILE [--server HOST:PORT] [--no-pace] [--speed N] [--interim] [--language CODE]\n"
-    "                       [--encoding linear16|mulaw|alaw] [--sample-rate HZ] [--chunk-ms MS] [--no-resume]\n";
+    "                       [--encoding linear16|mulaw|alaw] [--sample-rate HZ] [--chunk-ms MS] [--no-resume]\n"
+    "                       [--non-speech]\n";
 
 double Seconds(const google::protobuf::Duration& d) { return d.seconds() + d.nanos() / 1e9; }
 
@@ -74,6 +79,20 @@ class Printer {
     std::fflush(stdout);
   }
 
+  // Music or a DTMF digit (--non-speech); other speech events print nothing.
+  void SpeechEvent(const pb::SpeechEvent& event) {
+    std::string said;
+    switch (event.type()) {
+      case pb::SPEECH_EVENT_TYPE_MUSIC_STARTED: said = "music started"; break;
+      case pb::SPEECH_EVENT_TYPE_MUSIC_ENDED: said = "music ended"; break;
+      case pb::SPEECH_EVENT_TYPE_DTMF: said = "DTMF " + event.digit(); break;
+      default: return;
+    }
+    Clear();
+    std::printf("[%.2fs] (%s)\n", Seconds(event.offset()), said.c_str());
+    std::fflush(stdout);
+  }
+
   // A warning or the session's end: on stderr, below any live line.
   void Note(const std::string& line) {
     Clear();
@@ -104,7 +123,7 @@ class Printer {
 };
 
 int Run(int argc, char** argv) {
-  vgx::Args args(argc, argv, {"no-pace", "no-resume", "interim", "help", "h"},
+  vgx::Args args(argc, argv, {"no-pace", "no-resume", "interim", "non-speech", "help", "h"},
                  {"server", "speed", "language", "encoding", "sample-rate", "chunk-ms"});
   if (args.Flag("help") || args.Flag("h")) {
     std::fputs(kUsage, stdout);
@@ -141,6 +160,7 @@ int Run(int argc, char** argv) {
   config.set_audio_channel_count(1);
   config.set_language_code(args.Get("language", ""));
   config.set_interim_results(true);
+  config.set_non_speech_events(args.Flag("non-speech"));
 
   const std::vector<std::string> chunks = vgx::Chunks(audio, static_cast<int>(chunk_ms));
   size_t next = 0;
@@ -173,8 +193,11 @@ int Run(int argc, char** argv) {
           printer.Note("session ended: " + name + (message.empty() ? "" : ": " + message));
         }
         break;
+      case pb::StreamingRecognizeResponse::kSpeechEvent:
+        printer.SpeechEvent(response.speech_event());
+        break;
       default:
-        break;  // started, speech events
+        break;  // started, flow status
     }
   });
   printer.Finish();

@@ -12,6 +12,8 @@
 // says the engine's "interim_stability": "append_only" or "revisable").
 // --capabilities prints the server's GetCapabilities (engine, interim_stability) as JSON.
 // --phrase TEXT[:BOOST] (repeatable) adds a phrase hint: a name or term to favour.
+// --non-speech reports music and DTMF digits: "[12.80s] (DTMF 5)", or with --json
+// {"type": "speech_event", "event": "dtmf", "offset_s": 12.8, "digit": "5"}.
 // --channels sends a multichannel WAV's channels (else it is downmixed here): "separate" has each
 // recognized on its own (finals prefixed "[chN] ", N 1-based), "mix" has the server downmix them.
 //
@@ -24,12 +26,12 @@
 const voxgate = require('..');
 
 const USAGE = 'usage: transcribe.js WAV [--server host:port] [--no-pace] [--speed N] [--json] [--channels separate|mix] [--no-resume]\n'
-  + '                     [--phrase TEXT[:BOOST]]...\n'
+  + '                     [--phrase TEXT[:BOOST]]... [--non-speech]\n'
   + '       transcribe.js --capabilities [--server host:port]';
 
 function parseArgs(argv) {
   const args = { server: '127.0.0.1:50051', pace: 1, file: null, json: false, capabilities: false, channels: null,
-    resume: true, phrases: [] };
+    resume: true, phrases: [], nonSpeech: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -40,6 +42,7 @@ function parseArgs(argv) {
     else if (arg.startsWith('--server=')) args.server = arg.slice('--server='.length);
     else if (arg === '--no-pace') args.pace = null;
     else if (arg === '--json') args.json = true;
+    else if (arg === '--non-speech') args.nonSpeech = true;
     else if (arg === '--no-resume') args.resume = false;
     else if (arg === '--phrase') args.phrases.push(voxgate.parsePhrase(value()));
     else if (arg === '--capabilities') args.capabilities = true;
@@ -65,6 +68,16 @@ function parseArgs(argv) {
 const enumName = (name, prefix) => (!name || name.endsWith('_UNSPECIFIED') ? '' : name.replace(prefix, '').toLowerCase());
 const stability = (name) => enumName(name, 'INTERIM_STABILITY_');
 
+/** 'music_started', 'music_ended' or 'dtmf' for those speech events (--non-speech asks for them); else null. */
+function nonSpeech(r) {
+  if (r.response !== 'speech_event') return null;
+  const event = enumName(r.speech_event.type, 'SPEECH_EVENT_TYPE_');
+  return ['music_started', 'music_ended', 'dtmf'].includes(event) ? event : null;
+}
+
+// How the text output says them.
+const SAID = { music_started: () => 'music started', music_ended: () => 'music ended', dtmf: (d) => `DTMF ${d}` };
+
 /** A response as `voxgate-transcribe --json` prints it (its started, result and ended fields). */
 function jsonFields(r) {
   if (r.response === 'started') {
@@ -81,6 +94,13 @@ function jsonFields(r) {
       text: m.text, delta: m.delta, start_s: voxgate.seconds(m.start_offset), end_s: voxgate.seconds(m.end_offset) };
     if (m.revised) out.revised = true; // a final that replaces the utterance's interim text
     if (m.channel) out.channel = m.channel; // 1-based, with separate recognition per channel
+    return out;
+  }
+  const sound = nonSpeech(r);
+  if (sound) {
+    const out = { type: 'speech_event', event: sound, offset_s: voxgate.seconds(r.speech_event.offset) };
+    if (r.speech_event.digit) out.digit = r.speech_event.digit;
+    if (r.speech_event.channel) out.channel = r.speech_event.channel;
     return out;
   }
   if (r.response === 'ended') {
@@ -135,6 +155,10 @@ async function main() {
       const end = voxgate.seconds(r.result.end_offset).toFixed(2);
       const prefix = r.result.channel ? `[ch${r.result.channel}] ` : '';
       process.stdout.write(`${prefix}[${start}s → ${end}s] ${r.result.text.trim()}\n`);
+    } else if (nonSpeech(r)) {
+      const e = r.speech_event;
+      const prefix = e.channel ? `[ch${e.channel}] ` : '';
+      process.stdout.write(`${prefix}[${voxgate.seconds(e.offset).toFixed(2)}s] (${SAID[nonSpeech(r)](e.digit)})\n`);
     } else if (r.response === 'warning') {
       console.error(`warning: ${r.warning.code}: ${r.warning.message}`);
     } else if (r.response === 'ended' && r.ended.reason !== 'SESSION_END_REASON_CLIENT_END') {
@@ -144,7 +168,8 @@ async function main() {
   };
   try {
     const { pace, channels, resume, phrases } = args;
-    await voxgate.transcribeWav(client, args.file, { pace, channels, resume, phrases, onResponse });
+    const options = { pace, channels, resume, phrases, nonSpeechEvents: args.nonSpeech, onResponse };
+    await voxgate.transcribeWav(client, args.file, options);
     return 0;
   } catch (err) {
     const details = err.statusDetails || voxgate.errorDetails(err);

@@ -238,6 +238,37 @@ type resultJSON struct {
 	Channel        uint32  `json:"channel,omitempty"` // 1-based, with separate recognition per channel
 }
 
+type speechEventJSON struct {
+	Type    string  `json:"type"`
+	Event   string  `json:"event"`
+	OffsetS float64 `json:"offset_s"`
+	Digit   string  `json:"digit,omitempty"`
+	Channel uint32  `json:"channel,omitempty"`
+}
+
+// nonSpeech names a music or DTMF speech event ("music_started", "music_ended", "dtmf"), or "" for another
+// response: -non-speech asks for them.
+func nonSpeech(resp *pb.StreamingRecognizeResponse) string {
+	e, ok := resp.GetResponse().(*pb.StreamingRecognizeResponse_SpeechEvent)
+	if !ok {
+		return ""
+	}
+	switch t := e.SpeechEvent.GetType(); t {
+	case pb.SpeechEventType_SPEECH_EVENT_TYPE_MUSIC_STARTED, pb.SpeechEventType_SPEECH_EVENT_TYPE_MUSIC_ENDED,
+		pb.SpeechEventType_SPEECH_EVENT_TYPE_DTMF:
+		return enumName(t.String(), "SPEECH_EVENT_TYPE_")
+	}
+	return ""
+}
+
+// said is how the text output says a non-speech event.
+func said(event, digit string) string {
+	if event == "dtmf" {
+		return "DTMF " + digit
+	}
+	return strings.ReplaceAll(event, "_", " ")
+}
+
 type endedJSON struct {
 	Type    string `json:"type"`
 	Reason  string `json:"reason"`
@@ -275,6 +306,13 @@ func printJSON(resp *pb.StreamingRecognizeResponse) {
 		m := r.Result
 		v = resultJSON{"result", m.GetResultId(), m.GetUtteranceIndex(), m.GetIsFinal(), m.GetText(), m.GetDelta(),
 			seconds(m.GetStartOffset()), seconds(m.GetEndOffset()), m.GetRevised(), m.GetChannel()}
+	case *pb.StreamingRecognizeResponse_SpeechEvent:
+		event := nonSpeech(resp)
+		if event == "" {
+			return
+		}
+		e := r.SpeechEvent
+		v = speechEventJSON{"speech_event", event, seconds(e.GetOffset()), e.GetDigit(), e.GetChannel()}
 	case *pb.StreamingRecognizeResponse_Ended:
 		v = endedJSON{"ended", strings.ToLower(strings.TrimPrefix(r.Ended.GetReason().String(), "SESSION_END_REASON_")),
 			r.Ended.GetMessage()}
@@ -297,6 +335,7 @@ type options struct {
 	channels     string // "", "separate" or "mix"
 	noResume     bool
 	phrases      phraseFlag
+	nonSpeech    bool
 }
 
 // phraseFlag collects -phrase TEXT[:BOOST] (repeatable): phrase hints.
@@ -329,6 +368,7 @@ func parseArgs(args []string) (opts options, err error) {
 	fs.StringVar(&opts.channels, "channels", "", "send a multichannel WAV's channels: separate|mix")
 	fs.BoolVar(&opts.noResume, "no-resume", false, "one connection, whose end is the end of the call")
 	fs.Var(&opts.phrases, "phrase", "a phrase hint, TEXT[:BOOST] (repeatable)")
+	fs.BoolVar(&opts.nonSpeech, "non-speech", false, "report music and DTMF digits the audio carries")
 	var positional []string
 	for {
 		if err = fs.Parse(args); err != nil {
@@ -385,7 +425,7 @@ func run() int {
 	opts, err := parseArgs(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "usage: transcribe WAV [-server host:port] [-no-pace] [-speed N] [-json] [-channels separate|mix] [-no-resume]\n"+
-			"                  [-phrase TEXT[:BOOST]]...\n"+
+			"                  [-phrase TEXT[:BOOST]]... [-non-speech]\n"+
 			"       transcribe -capabilities [-server host:port]\ntranscribe: error: %v\n", err)
 		return 2
 	}
@@ -412,6 +452,7 @@ func run() int {
 	if len(opts.phrases) > 0 {
 		config.PhraseHints = &pb.PhraseHints{Phrases: opts.phrases}
 	}
+	config.NonSpeechEvents = opts.nonSpeech
 	streamOpts := resume.Options{Pace: opts.pace, OnResponse: func(resp *pb.StreamingRecognizeResponse) {
 		printResponse(resp, opts.json)
 	}}
@@ -447,6 +488,14 @@ func printResponse(resp *pb.StreamingRecognizeResponse, asJSON bool) {
 			}
 			fmt.Printf("%s[%.2fs → %.2fs] %s\n", prefix, seconds(r.Result.GetStartOffset()),
 				seconds(r.Result.GetEndOffset()), text)
+		}
+	case *pb.StreamingRecognizeResponse_SpeechEvent:
+		if event := nonSpeech(resp); event != "" {
+			prefix := ""
+			if ch := r.SpeechEvent.GetChannel(); ch != 0 {
+				prefix = fmt.Sprintf("[ch%d] ", ch)
+			}
+			fmt.Printf("%s[%.2fs] (%s)\n", prefix, seconds(r.SpeechEvent.GetOffset()), said(event, r.SpeechEvent.GetDigit()))
 		}
 	case *pb.StreamingRecognizeResponse_Warning:
 		fmt.Fprintf(os.Stderr, "warning: %s: %s\n", r.Warning.GetCode(), r.Warning.GetMessage())
