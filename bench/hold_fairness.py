@@ -11,7 +11,8 @@ absent. Every 5 s a prober opens a session and sends a second of audio. It repor
 - the speech callers' final delay (wall time from the end of an utterance's audio to its final), p50/p95,
   and words heard.
 
-    .venv/bin/python bench/hold_fairness.py [--seconds 120] [--music pad] [--unpaced] [--detector silero]
+    .venv/bin/python bench/hold_fairness.py [--seconds 120] [--music pad] [--seed 7] [--unpaced]
+        [--detector webrtcvad|silero]
         [--out FILE]
 
 Runs in the bench process only; nothing here is loaded by the service.
@@ -157,7 +158,7 @@ def measure(neighbour: str, args: argparse.Namespace, clips: list[bytes]) -> dic
     proc, target = start(args.detector)
     try:
         run = Run(target, args.seconds)
-        music = to_pcm16(synthesize(args.music, args.seconds + 10, seed=7, dbfs=-20))
+        music = to_pcm16(synthesize(args.music, args.seconds + 10, seed=args.seed, dbfs=-20))
         threads = [threading.Thread(target=run.caller, args=(clips, k)) for k in range(3)]
         if neighbour == "hold":
             threads.append(threading.Thread(target=run.hold, args=(music, args.unpaced)))
@@ -192,6 +193,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--music", default="pad")
+    parser.add_argument("--seed", type=int, default=7, help="of the music")
     parser.add_argument("--unpaced", action="store_true", help="the hold caller sends as fast as it can")
     parser.add_argument("--detector", default="silero", choices=("webrtcvad", "silero"))
     parser.add_argument("--out", type=Path)

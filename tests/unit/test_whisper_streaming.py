@@ -258,6 +258,8 @@ def test_words_agree_without_case_or_punctuation_and_punctuation_joins_its_word(
         Word("Mr.", 0, 9),
         Word("Smith", 9, 12),
     ]
+    assert join_punctuation([Word(".", 0, 5)]) == [], "a lone period is no word"
+    assert join_punctuation([Word(".", 0, 5), Word("So", 5, 9)]) == [Word("So", 5, 9)]
 
 
 def test_a_transcription_goes_on_where_a_decode_ended_early() -> None:

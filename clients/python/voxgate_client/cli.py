@@ -123,7 +123,8 @@ def add_transcribe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--non-speech",
         action="store_true",
-        help="report music (started, ended) and DTMF digits the audio carries instead of speech",
+        help="also report where music starts and ends and which DTMF keys are pressed, "
+        "beside the transcript",
     )
     parser.add_argument(
         "--channels",

@@ -95,11 +95,14 @@ def without_loops(part: list[Word], before: str) -> list[Word]:
 
 
 def join_punctuation(words: list[Word]) -> list[Word]:
+    """Punctuation on its own joins the word before it; with no word before it, it is no word (a decode of
+    music may be a lone ".", which would be a final result of its own)."""
     joined: list[Word] = []
     for w in words:
-        if joined and all(c in TRAILING_PUNCTUATION for c in w.text):
-            last = joined[-1]
-            joined[-1] = Word(last.text + w.text, last.start_ms, max(last.end_ms, w.end_ms))
+        if all(c in TRAILING_PUNCTUATION for c in w.text):
+            if joined:
+                last = joined[-1]
+                joined[-1] = Word(last.text + w.text, last.start_ms, max(last.end_ms, w.end_ms))
         else:
             joined.append(w)
     return joined
