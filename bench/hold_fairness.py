@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -39,36 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "clients/python")]
 
 from bench.nonspeech_audio import synthesize, to_pcm16  # noqa: E402
-from bench.wer import WER_CORPUS, load_corpus  # noqa: E402
+from bench.wer import WER_CORPUS, load_corpus, start_server  # noqa: E402
 from voxgate_client import SpeechClient, StreamConfig  # noqa: E402
 
 RATE = 16000
 PROBE_EVERY_S = 5.0
 FULL = "all"  # the start of the refusal message of a server whose slots are all in use
-
-
-def start(detector: str) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", "whisper", "--max-sessions", "4"]
-    proc = subprocess.Popen(
-        [*cmd, "--speech-detector", detector], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    assert proc.stdout is not None
-    match = re.search(r"listening on (\S+)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("the server did not start")
-    target = match.group(1)
-    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(target))
-    for _ in range(600):
-        try:
-            request = health_pb2.HealthCheckRequest(service="voxgate.v1.Speech")
-            if health.Check(request, timeout=5).status == health_pb2.HealthCheckResponse.SERVING:
-                return proc, target
-        except grpc.RpcError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("the server never became ready")
 
 
 def pieces(pcm16: bytes, ms: int = 100) -> Iterator[bytes]:
@@ -155,7 +129,7 @@ class Run:
 
 
 def measure(neighbour: str, args: argparse.Namespace, clips: list[bytes]) -> dict[str, Any]:
-    proc, target = start(args.detector)
+    proc, target = start_server("whisper", 0, ("--max-sessions", "4", "--speech-detector", args.detector))
     try:
         run = Run(target, args.seconds)
         music = to_pcm16(synthesize(args.music, args.seconds + 10, seed=args.seed, dbfs=-20))

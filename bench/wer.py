@@ -308,9 +308,23 @@ def watchdog_args(seconds: float = WATCHDOG_S) -> list[str]:
     return ["--final-flush-timeout-s", str(seconds), "--freeze-timeout-s", str(seconds)] if seconds else []
 
 
-def start_server(engine: str, watchdog_s: float = WATCHDOG_S) -> tuple[subprocess.Popen[str], str]:
+def start_server(
+    engine: str, watchdog_s: float = WATCHDOG_S, extra: Sequence[str] = ()
+) -> tuple[subprocess.Popen[str], str]:
+    """`voxgate serve` on a free port (with `extra` flags), once it serves; its process and address."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--port", "0", "--engine", engine, *watchdog_args(watchdog_s)],
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "serve",
+            "--port",
+            "0",
+            "--engine",
+            engine,
+            *watchdog_args(watchdog_s),
+            *extra,
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
