@@ -222,11 +222,7 @@ def _channel(fields: dict[str, Any]) -> str:
 
 
 # The non-speech events as the text output says them (--non-speech).
-NON_SPEECH = {
-    "music_started": "music started",
-    "music_ended": "music ended",
-    "dtmf": "DTMF {digit}",
-}
+SAID = {"music_started": "music started", "music_ended": "music ended", "dtmf": "DTMF {digit}"}
 
 
 class _Printer:
@@ -258,9 +254,9 @@ class _Printer:
             line = _channel(fields) + fields["text"].strip()
             self._out.write("\r\x1b[K" + line[-width:])  # tail: no wrapping
             self._pending = True
-        elif kind == "speech_event" and fields["event"] in NON_SPEECH:
+        elif kind == "speech_event" and fields["event"] in SAID:
             self._clear()
-            said = NON_SPEECH[fields["event"]].format(digit=fields.get("digit", ""))
+            said = SAID[fields["event"]].format(digit=fields.get("digit", ""))
             self._out.write(f"{_channel(fields)}[{fields['offset_s']:.2f}s] ({said})\n")
         elif kind == "warning":
             self._note(f"warning: {fields['code']}: {fields['message']}")
